@@ -1,0 +1,179 @@
+"""model_registry.yaml: the architectures the bot tracks, and what the builder knows of each.
+
+The file is data reviewed by maintainers in PRs, so it is written
+- atomically (temp file in the same directory, fsync, rename): a crash mid-write
+  leaves the old file intact;
+- in a stable order (architectures sorted by model_type, keys in a fixed order), so
+  a second write of the same content is byte-identical and diffs stay small.
+
+Per-architecture builder knowledge lives in each entry (lm-eval-harness style):
+  config:   overrides applied to the shrunk config (dotted keys reach sub-configs)
+  inputs:   the input recipe (modality and extra tensors)
+  requires: optional packages the model needs (missing -> `missing_dependency`)
+  hook:     "module:function" for the rare case data cannot express
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .results import Serializable
+
+REGISTRY_SCHEMA_VERSION = 1
+DEFAULT_REGISTRY = Path(__file__).resolve().parent.parent / "model_registry.yaml"
+
+# Key order inside an entry when written; unknown keys follow, sorted.
+_ENTRY_ORDER = (
+    "origin",
+    "config_class",
+    "base",
+    "head",
+    "task",
+    "modality",
+    "classes",
+    "remote_code",
+    "first_seen",
+    "seen_in",
+    "requires",
+    "config",
+    "inputs",
+    "hook",
+    "notes",
+    "status",
+)
+
+
+@dataclass
+class ArchEntry(Serializable):
+    """One architecture (a transformers `model_type`, or a Hub-only one)."""
+
+    model_type: str
+    origin: str = "transformers"  # transformers | hub (needs a newer transformers) | remote_code
+    config_class: str | None = None
+    base: str | None = None  # base model class, e.g. LlamaModel
+    head: str | None = None  # main task head, e.g. LlamaForCausalLM
+    task: str | None = None  # the head's task, e.g. causal-lm
+    modality: str = "text"  # text | vision | audio | multimodal | timeseries | other
+    classes: list[str] = field(default_factory=list)  # other classes seen on the Hub
+    remote_code: bool = False
+    first_seen: str | None = None  # ISO date-time the bot first saw it
+    seen_in: list[str] = field(default_factory=list)  # Hub repos that revealed it
+    requires: list[str] = field(default_factory=list)
+    config: dict[str, Any] = field(default_factory=dict)
+    inputs: dict[str, Any] = field(default_factory=dict)
+    hook: str | None = None
+    notes: str | None = None
+    # "<device>/<mode>" -> {verdict, numerics, speedup, torch, transformers, date, supported_at}
+    status: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def to_yaml_dict(self) -> dict[str, Any]:
+        raw = self.to_dict()
+        raw.pop("model_type")
+        defaults = ArchEntry(model_type="")
+        out: dict[str, Any] = {}
+        keys = list(_ENTRY_ORDER) + sorted(k for k in raw if k not in _ENTRY_ORDER)
+        for k in keys:
+            v = raw.get(k)
+            # Keep the file short: drop empty and default-valued fields.
+            if v in (None, [], {}) or (k in ("remote_code",) and v is False):
+                continue
+            if k == "origin" and v == defaults.origin:
+                continue
+            out[k] = v
+        return out
+
+
+class RegistryError(ValueError):
+    pass
+
+
+@dataclass
+class Registry:
+    path: Path
+    entries: dict[str, ArchEntry] = field(default_factory=dict)
+    meta: dict[str, Any] = field(default_factory=dict)  # e.g. the watcher's cursor
+
+    # ---- reading -------------------------------------------------------------
+    @classmethod
+    def load(cls, path: str | os.PathLike | None = None) -> "Registry":
+        p = Path(path) if path else DEFAULT_REGISTRY
+        if not p.exists():
+            return cls(path=p)
+        try:
+            data = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
+        except yaml.YAMLError as e:
+            raise RegistryError(f"{p}: not valid YAML ({e}); fix or restore it from git") from e
+        if not isinstance(data, dict) or not isinstance(data.get("architectures", {}), dict):
+            raise RegistryError(f"{p}: expected a mapping with an 'architectures' mapping")
+        entries = {}
+        for mt, raw in (data.get("architectures") or {}).items():
+            raw = dict(raw or {})
+            raw["model_type"] = str(mt)
+            entries[str(mt)] = ArchEntry.from_dict(raw)
+        return cls(path=p, entries=entries, meta=dict(data.get("meta") or {}))
+
+    def get(self, model_type: str) -> ArchEntry | None:
+        return self.entries.get(model_type)
+
+    def by_class(self, class_name: str) -> ArchEntry | None:
+        for e in self.entries.values():
+            if class_name in (e.base, e.head, e.config_class) or class_name in e.classes:
+                return e
+        return None
+
+    def __contains__(self, model_type: str) -> bool:
+        return model_type in self.entries
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    # ---- writing -------------------------------------------------------------
+    def upsert(self, entry: ArchEntry) -> None:
+        self.entries[entry.model_type] = entry
+
+    def dumps(self) -> str:
+        doc: dict[str, Any] = {"schema_version": REGISTRY_SCHEMA_VERSION}
+        if self.meta:
+            doc["meta"] = {k: self.meta[k] for k in sorted(self.meta)}
+        doc["architectures"] = {k: self.entries[k].to_yaml_dict() for k in sorted(self.entries)}
+        header = (
+            "# enablebot model registry: the architectures the bot tracks.\n"
+            "# Written by `enablebot registry seed` and `enablebot watch`; reviewed in PRs.\n"
+            "# Builder knowledge per architecture: config (overrides after shrinking),\n"
+            "# inputs (recipe), requires (optional packages), hook (module:function).\n"
+        )
+        return header + yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, width=100)
+
+    def save(self, path: str | os.PathLike | None = None) -> bool:
+        """Write atomically. Returns False (and touches nothing) when content is unchanged."""
+        p = Path(path) if path else self.path
+        text = self.dumps()
+        if p.exists() and p.read_text(encoding="utf-8") == text:
+            return False
+        atomic_write_text(p, text)
+        return True
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write `text` to `path` so that readers see the old or the new file, never a torn one."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise

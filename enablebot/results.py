@@ -1,0 +1,216 @@
+"""Typed result objects shared by run, sweep, fix and pr.
+
+Every object round-trips through JSON (`to_dict` / `from_dict`) so that a result
+written by a child process, a shard or an older bot version can be read back.
+The schema is documented in README.md ("Result schema").
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from dataclasses import dataclass, field
+from typing import Any
+
+SCHEMA_VERSION = 1
+
+# The same vocabulary as PyTorch's model corpora, plus `crash` (child died) and
+# `missing_dependency` (an optional package that cannot be installed here).
+VERDICTS = (
+    "full_graph",
+    "graph_break",
+    "compile_error",
+    "eager_error",
+    "create_error",
+    "timeout",
+    "crash",
+    "missing_dependency",
+)
+OK_VERDICTS = ("full_graph", "graph_break")
+
+
+def _from_value(tp: Any, value: Any) -> Any:
+    """Rebuild a dataclass field value from JSON according to its annotation."""
+    if value is None:
+        return None
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if origin in (typing.Union, types.UnionType):
+        inner = [a for a in args if a is not type(None)]
+        return _from_value(inner[0], value) if len(inner) == 1 else value
+    if origin is list and args:
+        return [_from_value(args[0], v) for v in value]
+    if origin is dict and len(args) == 2:
+        return {k: _from_value(args[1], v) for k, v in value.items()}
+    if dataclasses.is_dataclass(tp):
+        return tp.from_dict(value)
+    return value
+
+
+class Serializable:
+    """Mixin: `to_dict` and a tolerant `from_dict` (unknown keys are ignored)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)  # type: ignore[call-overload]
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]):
+        hints = typing.get_type_hints(cls)
+        kwargs = {}
+        for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+            if f.name in data:
+                kwargs[f.name] = _from_value(hints[f.name], data[f.name])
+        return cls(**kwargs)
+
+
+@dataclass
+class Versions(Serializable):
+    torch: str = ""
+    transformers: str = ""
+    python: str = ""
+    triton: str | None = None
+    cuda: str | None = None
+    device_name: str | None = None
+
+
+@dataclass
+class UserFrame(Serializable):
+    """One frame of user (model) code: where a break happened."""
+
+    filename: str
+    lineno: int
+    function: str
+    source: str = ""
+
+    def short(self) -> str:
+        tail = "/".join(self.filename.replace("\\", "/").split("/")[-2:])
+        return f"{tail}:{self.lineno} in {self.function}"
+
+
+@dataclass
+class GraphBreak(Serializable):
+    """One distinct graph break (same type at the same user frame), with its count."""
+
+    gb_type: str
+    registry_id: str | None = None  # GBxxxx from torch/_dynamo/graph_break_registry.json
+    explanation: str = ""
+    hints: list[str] = field(default_factory=list)
+    context: str = ""  # Dynamo's "developer debug context"
+    user_frame: UserFrame | None = None
+    stack: list[UserFrame] = field(default_factory=list)
+    count: int = 1
+    reason: str = ""  # raw reason text as torch printed it (trimmed)
+    source: str = "explain"  # explain | fullgraph
+
+
+@dataclass
+class CompileStats(Serializable):
+    """Counters from torch._dynamo.utils.counters after the compiled run."""
+
+    graphs: int = 0
+    graph_breaks: int = 0
+    unique_graph_breaks: int = 0
+    recompiles: int = 0
+    frames_total: int = 0
+    frames_ok: int = 0
+    fallbacks_to_eager: int = 0
+    ops_per_graph: list[int] = field(default_factory=list)
+
+
+@dataclass
+class Numerics(Serializable):
+    """Compiled vs eager against an fp64 eager reference (torch._dynamo.utils.same rules)."""
+
+    passed: bool
+    tol: float
+    method: str = ""  # allclose | rmse | cosine | exact | mismatch
+    eager_deterministic: bool = True
+    n_tensors: int = 0
+    worst_output: str | None = None
+    worst_error: float | None = None  # rmse(fp64, compiled) of the worst output
+    worst_ref_error: float | None = None  # rmse(fp64, eager) of that output
+    message: str = ""
+
+
+@dataclass
+class Timing(Serializable):
+    repeats: int = 0
+    eager_ms: float | None = None  # medians
+    compiled_ms: float | None = None
+    speedup: float | None = None
+    compile_s: float | None = None  # first compiled call, tracing + codegen
+    eager_peak_mb: float | None = None
+    compiled_peak_mb: float | None = None
+
+
+@dataclass
+class ErrorInfo(Serializable):
+    stage: str  # resolve | create | eager | explain | fullgraph | compile | numerics | timing | child
+    type: str
+    message: str
+    traceback: str = ""
+
+
+@dataclass
+class RunSpec(Serializable):
+    """What to run: everything that changes a result is in here."""
+
+    model_id: str
+    device: str = "cpu"
+    mode: str = "eval"  # eval | train
+    dtype: str = "float32"  # float32 | bfloat16
+    backend: str = "inductor"
+    dynamic: bool = False
+    size: str = "tiny"  # tiny | small (a realistic small size for speed runs)
+    batch_size: int = 2
+    seq_len: int = 32
+    repeats: int = 20
+    warmup: int = 5
+    seed: int = 0
+    timeout_s: float = 600.0
+    task: str | None = None  # base | head | a class name; None = the registry default
+    numerics: bool = True
+    timing: bool = True
+    fullgraph_check: bool = True
+    trace_dir: str | None = None
+    allow_remote_code: bool = False
+    dynamo_config: dict[str, Any] = field(default_factory=dict)  # recipes set these
+    overlay_dir: str | None = None  # patched sources imported first (fix / verify)
+
+
+@dataclass
+class RunResult(Serializable):
+    spec: RunSpec
+    verdict: str
+    versions: Versions = field(default_factory=Versions)
+    model_type: str | None = None
+    model_class: str | None = None
+    modality: str | None = None
+    n_params: int | None = None
+    graph_breaks: list[GraphBreak] = field(default_factory=list)
+    explain_graphs: int | None = None
+    explain_breaks: int | None = None
+    fullgraph_ok: bool | None = None
+    fullgraph_error: GraphBreak | None = None
+    explain_fullgraph_disagree: bool = False
+    stats: CompileStats | None = None
+    numerics: Numerics | None = None
+    timing: Timing | None = None
+    error: ErrorInfo | None = None
+    missing_dependency: str | None = None
+    log_tail: str = ""
+    trace_dir: str | None = None
+    started_at: str = ""
+    duration_s: float = 0.0
+    schema_version: int = SCHEMA_VERSION
+
+    @property
+    def ok(self) -> bool:
+        return self.verdict in OK_VERDICTS
+
+    @property
+    def key(self) -> str:
+        """Identity of this result inside a sweep (model, task, device, mode, dtype)."""
+        s = self.spec
+        return f"{s.model_id}|{s.task or 'default'}|{s.device}|{s.mode}|{s.dtype}"
