@@ -19,6 +19,7 @@ app = typer.Typer(
 # One module per command group; each defines `register(app: typer.Typer) -> None`.
 COMMAND_MODULES = (
     "enablebot.commands.run",
+    "enablebot.commands.registry",
 )
 
 

@@ -1,0 +1,134 @@
+"""Build a tiny random-init model from a resolved config. No weights, ever."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import catalog
+from .resolve import Resolved, UsageError
+from .shrink import apply_overrides, shrink_config
+
+
+class MissingDependency(RuntimeError):
+    def __init__(self, package: str, detail: str = ""):
+        super().__init__(f"needs the optional package {package!r}{': ' + detail if detail else ''}")
+        self.package = package
+
+
+@dataclass
+class Built:
+    model: Any
+    config: Any
+    class_name: str
+    modality: str
+    changes: dict[str, Any] = field(default_factory=dict)
+
+
+_MISSING_RE = re.compile(
+    r"requires the (\w[\w\-.]*) librar|No module named '([\w.]+)'|requires (?:the )?`?(\w[\w\-]*)`? (?:library|package)",
+    re.I,
+)
+
+
+def missing_package_from(exc: BaseException) -> str | None:
+    """Name of the optional package an ImportError-like exception complains about."""
+    m = _MISSING_RE.search(str(exc))
+    if not m:
+        return None
+    return next(g for g in m.groups() if g).split(".")[0]
+
+
+def check_requires(packages: list[str]) -> None:
+    for pkg in packages or []:
+        if importlib.util.find_spec(pkg.replace("-", "_")) is None:
+            raise MissingDependency(pkg, "listed under `requires` in the registry")
+
+
+def pick_class(res: Resolved, task: str | None) -> str:
+    """The model class to build: explicit class, then task (base/head/class), then registry/catalog."""
+    known = catalog.known_architectures().get(res.model_type)
+    entry = res.entry
+    if task and task not in ("base", "head", "default"):
+        return task  # a class name
+    head = (entry.head if entry else None) or (known.head if known else None)
+    base = (entry.base if entry else None) or (known.base if known else None)
+    if task == "base":
+        if not base:
+            raise UsageError(f"{res.model_type} has no base model class")
+        return base
+    if task == "head":
+        if not head:
+            raise UsageError(f"{res.model_type} has no task head class")
+        return head
+    return res.class_name or head or base or (known.classes[0] if known else "")
+
+
+def make_config(res: Resolved, size: str):
+    from transformers import AutoConfig
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    if res.config_dict is None:
+        cfg = AutoConfig.for_model(res.model_type)
+    elif res.remote_code:
+        # Only reachable when the repo was explicitly allowed (resolve() refuses otherwise).
+        cfg = AutoConfig.from_pretrained(res.model_id, trust_remote_code=True)
+    else:
+        d = {k: v for k, v in res.config_dict.items() if k not in ("auto_map", "_name_or_path")}
+        try:
+            cfg = CONFIG_MAPPING[res.model_type].from_dict(d)
+        except (TypeError, ValueError, KeyError, AttributeError) as e:
+            raise UsageError(f"{res.model_id}: malformed config for {res.model_type}: {e}") from e
+    changes = shrink_config(cfg, size)
+    overrides = dict(res.entry.config) if res.entry else {}
+    changes.update(apply_overrides(cfg, overrides))
+    # Rebuild so that the config class re-validates the shrunk values (5.x configs are
+    # strict dataclasses that check cross-field constraints at construction).
+    try:
+        cfg = type(cfg).from_dict(cfg.to_dict())
+    except Exception:
+        pass  # some configs do not round-trip; the shrunk instance is still usable
+    for attr in ("use_cache",):
+        if hasattr(cfg, attr):
+            setattr(cfg, attr, False)
+    return cfg, changes
+
+
+def build_model(res: Resolved, *, size: str = "tiny", task: str | None = None, seed: int = 0) -> Built:
+    import torch
+    import transformers
+
+    if res.entry:
+        check_requires(res.entry.requires)
+    cfg, changes = make_config(res, size)
+    class_name = pick_class(res, task)
+    cls = getattr(transformers, class_name, None)
+    if cls is None:
+        raise UsageError(f"transformers has no class {class_name!r} for {res.model_type}")
+    torch.manual_seed(seed)
+    try:
+        model = cls._from_config(cfg) if hasattr(cls, "_from_config") else cls(cfg)
+    except ImportError as e:
+        pkg = missing_package_from(e)
+        if pkg:
+            raise MissingDependency(pkg, str(e).splitlines()[0]) from e
+        raise
+    model.eval()
+    known = catalog.known_architectures().get(res.model_type)
+    modality = (res.entry.modality if res.entry else None) or (known.modality if known else "text")
+    if res.entry and res.entry.hook:
+        model = call_hook(res.entry.hook, model=model, config=cfg)
+    return Built(model=model, config=cfg, class_name=class_name, modality=modality, changes=changes)
+
+
+def call_hook(ref: str, **kwargs: Any) -> Any:
+    """Registry hooks are `module:function` names; the function returns the (possibly new) model."""
+    mod_name, _, fn_name = ref.partition(":")
+    if not mod_name.startswith("enablebot."):
+        raise UsageError(f"hook {ref!r}: only enablebot.* hooks are allowed")
+    fn = getattr(importlib.import_module(mod_name), fn_name)
+    out = fn(**kwargs)
+    return out if out is not None else kwargs["model"]
