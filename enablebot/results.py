@@ -115,7 +115,7 @@ class CompileStats(Serializable):
     frames_total: int = 0
     frames_ok: int = 0
     fallbacks_to_eager: int = 0
-    ops_per_graph: list[int] = field(default_factory=list)
+    breaks_by_type: dict[str, int] = field(default_factory=dict)  # gb_type -> occurrences
 
 
 @dataclass
@@ -177,6 +177,7 @@ class RunSpec(Serializable):
     allow_remote_code: bool = False
     dynamo_config: dict[str, Any] = field(default_factory=dict)  # recipes set these
     overlay_dir: str | None = None  # patched sources imported first (fix / verify)
+    registry: str | None = None  # model_registry.yaml to read builder knowledge from (default: the repo's)
 
 
 @dataclass

@@ -1,0 +1,92 @@
+"""Human-readable views of a RunResult: a rich panel for the terminal, Markdown for reports."""
+
+from __future__ import annotations
+
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+
+from .results import RunResult
+
+VERDICT_STYLE = {"full_graph": "bold green", "graph_break": "bold yellow", "missing_dependency": "magenta"}
+
+
+def fmt(x: float | None, spec: str = ".2f", suffix: str = "") -> str:
+    return "-" if x is None else f"{x:{spec}}{suffix}"
+
+
+def numerics_text(r: RunResult) -> str:
+    n = r.numerics
+    if n is None:
+        return "-"
+    verdict = "pass" if n.passed else "FAIL"
+    worst = f", worst {n.worst_output} rmse {fmt(n.worst_error, '.2e')}" if n.worst_output and n.worst_error else ""
+    det = "" if n.eager_deterministic else " (eager_two_runs_differ)"
+    return f"{verdict} ({n.method}, tol {n.tol:g}{worst}){det}"
+
+
+def summary_rows(r: RunResult) -> list[tuple[str, str]]:
+    s, t, v = r.stats, r.timing, r.versions
+    rows = [
+        ("model", f"{r.spec.model_id} -> {r.model_class or '?'} ({r.modality or '?'}, {fmt(r.n_params and r.n_params / 1e6, '.2f', 'M')} params)"),
+        ("run", f"{r.spec.device} {r.spec.mode} {r.spec.dtype} backend={r.spec.backend}"
+                f"{' dynamic' if r.spec.dynamic else ''} size={r.spec.size} batch={r.spec.batch_size} seq={r.spec.seq_len}"),
+        ("versions", f"torch {v.torch}, transformers {v.transformers}" + (f", triton {v.triton}" if v.triton else "")),
+        ("verdict", r.verdict),
+    ]
+    if s:
+        rows.append(("graphs", f"{s.graphs} graphs, {s.graph_breaks} breaks ({s.unique_graph_breaks} unique), "
+                               f"{s.recompiles} recompiles, {s.fallbacks_to_eager} frames fell back to eager"))
+    if r.fullgraph_ok is not None:
+        fg = "ok" if r.fullgraph_ok else f"fails: {r.fullgraph_error.gb_type if r.fullgraph_error else '?'}"
+        note = "  (explain and fullgraph disagree)" if r.explain_fullgraph_disagree else ""
+        rows.append(("fullgraph=True", fg + note))
+    if r.numerics:
+        rows.append(("numerics", numerics_text(r)))
+    if t and t.eager_ms is not None:
+        rows.append(("speed", f"eager {fmt(t.eager_ms)} ms, compiled {fmt(t.compiled_ms)} ms, "
+                              f"speedup {fmt(t.speedup, '.2f', 'x')} (median of {t.repeats})"))
+    if t and t.compile_s is not None:
+        rows.append(("compile", f"{fmt(t.compile_s)} s first call"
+                                + (f"; peak {fmt(t.eager_peak_mb, '.0f')} / {fmt(t.compiled_peak_mb, '.0f')} MB"
+                                   if t.eager_peak_mb else "")))
+    if r.error:
+        rows.append(("error", f"[{r.error.stage}] {r.error.type}: {r.error.message.splitlines()[0][:300] if r.error.message else ''}"))
+    if r.missing_dependency:
+        rows.append(("missing", r.missing_dependency))
+    if r.trace_dir:
+        rows.append(("trace", f"{r.trace_dir} (render with: tlparse {r.trace_dir})"))
+    return rows
+
+
+def rich_summary(r: RunResult) -> Group:
+    head = Table(show_header=False, box=None, pad_edge=False)
+    head.add_column(style="bold cyan", no_wrap=True)
+    head.add_column()
+    for k, val in summary_rows(r):
+        head.add_row(k, Text(val, style=VERDICT_STYLE.get(val, "bold red") if k == "verdict" else ""))
+    parts: list = [head]
+    if r.graph_breaks:
+        bt = Table(title="graph breaks (explain)", title_justify="left")
+        for col in ("#", "type", "id", "where (user frame)", "source line"):
+            bt.add_column(col)
+        for b in r.graph_breaks:
+            uf = b.user_frame
+            bt.add_row(str(b.count), b.gb_type, b.registry_id or "-", uf.short() if uf else "-",
+                       (uf.source if uf else "")[:70])
+        parts.append(bt)
+    if r.log_tail and not r.ok:
+        parts.append(Text("log tail:\n" + r.log_tail[-1500:], style="dim"))
+    return Group(*parts)
+
+
+def markdown_summary(r: RunResult) -> str:
+    lines = [f"### `{r.spec.model_id}` — {r.verdict}", "", "| | |", "|---|---|"]
+    lines += [f"| {k} | {val.replace('|', '/')} |" for k, val in summary_rows(r)]
+    if r.graph_breaks:
+        lines += ["", "| count | break type | id | user frame | source |", "|---|---|---|---|---|"]
+        for b in r.graph_breaks:
+            uf = b.user_frame
+            src = (uf.source if uf else "").replace("|", "/")
+            lines.append(f"| {b.count} | {b.gb_type} | {b.registry_id or '-'} | {uf.short() if uf else '-'} | `{src}` |")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,28 @@
+"""Registry hooks that make a model run die the ways real ones do (tests of isolation).
+
+Use in a test registry entry: `hook: enablebot.testing.faults:abort`.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import time
+from typing import Any
+
+
+def abort(model: Any, **_: Any) -> Any:
+    os.abort()  # SIGABRT, like a failed C++ assertion in a kernel
+
+
+def segfault(model: Any, **_: Any) -> Any:
+    ctypes.string_at(0)  # SIGSEGV
+
+
+def hang(model: Any, **_: Any) -> Any:
+    while True:  # a deadlock in a compiler worker looks like this from outside
+        time.sleep(1)
+
+
+def oom(model: Any, **_: Any) -> Any:
+    raise MemoryError("simulated allocator failure")
