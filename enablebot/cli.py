@@ -20,6 +20,7 @@ app = typer.Typer(
 COMMAND_MODULES = (
     "enablebot.commands.run",
     "enablebot.commands.registry",
+    "enablebot.commands.pr",
 )
 
 
