@@ -21,6 +21,8 @@ COMMAND_MODULES = (
     "enablebot.commands.run",
     "enablebot.commands.registry",
     "enablebot.commands.pr",
+    "enablebot.commands.watch",
+    "enablebot.commands.report",
 )
 
 

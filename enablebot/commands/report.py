@@ -1,0 +1,63 @@
+"""`enablebot report ...`: reports over the registry. Other modules may add commands to
+`report_app` (import it and decorate with `@report_app.command(...)`)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+report_app = typer.Typer(help="Reports over model_registry.yaml.", no_args_is_help=True)
+
+
+@report_app.callback()
+def _report() -> None:
+    """Reports over model_registry.yaml."""
+
+
+@report_app.command("support")
+def support(
+    registry: Optional[Path] = typer.Option(None, "--registry", help="model_registry.yaml (default: the repo's)"),
+    key: Optional[str] = typer.Option(None, "--key", help="only this device/mode, e.g. cpu/eval"),
+    discovered_only: bool = typer.Option(False, "--discovered-only",
+                                         help="only architectures the watcher found on the Hub"),
+    json_path: Optional[Path] = typer.Option(None, "--json", help="write the report as JSON here"),
+) -> None:
+    """Time to support per architecture and device, and the median.
+
+    From first_seen to the first run that is full_graph with numerics passing."""
+    from ..registry import Registry, RegistryError
+    from ..support import human_duration, time_to_support
+
+    try:
+        reg = Registry.load(registry)
+    except RegistryError as e:
+        Console(stderr=True).print(f"[red]error:[/red] {e}")
+        raise typer.Exit(2)
+    rep = time_to_support(reg, discovered_only=discovered_only, key=key)
+    out = Console()
+    rows = Table(title="time to support (full_graph + numerics passing)", title_justify="left")
+    for col in ("architecture", "device/mode", "first seen", "supported at", "time to support", "latest verdict"):
+        rows.add_column(col)
+    for r in rep.rows:
+        took = human_duration(r.seconds) if r.seconds is not None else f"open {human_duration(r.open_seconds)}"
+        rows.add_row(r.model_type, r.key or "not run", r.first_seen[:16], (r.supported_at or "-")[:16], took,
+                     r.verdict or "-")
+    out.print(rows)
+    summary = Table(title="median per device/mode", title_justify="left")
+    for col in ("device/mode", "supported", "median time to support"):
+        summary.add_column(col)
+    for s in rep.summaries:
+        summary.add_row(s.key, f"{s.supported}/{s.architectures}", human_duration(s.median_seconds))
+    out.print(summary)
+    if json_path:
+        json_path.parent.mkdir(parents=True, exist_ok=True)
+        json_path.write_text(json.dumps(rep.to_dict(), indent=2) + "\n", encoding="utf-8")
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(report_app, name="report")
