@@ -10,7 +10,7 @@ from typing import Any
 
 from . import catalog
 from .resolve import Resolved, UsageError
-from .shrink import apply_overrides, shrink_config
+from .shrink import shrink_config
 
 
 class MissingDependency(RuntimeError):
@@ -71,8 +71,15 @@ def make_config(res: Resolved, size: str):
     from transformers import AutoConfig
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
+    overrides = dict(res.entry.config) if res.entry else {}
     if res.config_dict is None:
-        cfg = AutoConfig.for_model(res.model_type)
+        try:
+            cfg = AutoConfig.for_model(res.model_type)
+        except Exception:
+            # Some defaults do not validate on their own; the registry overrides make them.
+            if not overrides:
+                raise
+            cfg = AutoConfig.for_model(res.model_type, **nested(overrides))
     elif res.remote_code:
         # Only reachable when the repo was explicitly allowed (resolve() refuses otherwise).
         cfg = AutoConfig.from_pretrained(res.model_id, trust_remote_code=True)
@@ -82,19 +89,24 @@ def make_config(res: Resolved, size: str):
             cfg = CONFIG_MAPPING[res.model_type].from_dict(d)
         except (TypeError, ValueError, KeyError, AttributeError) as e:
             raise UsageError(f"{res.model_id}: malformed config for {res.model_type}: {e}") from e
-    changes = shrink_config(cfg, size)
-    overrides = dict(res.entry.config) if res.entry else {}
-    changes.update(apply_overrides(cfg, overrides))
-    # Rebuild so that the config class re-validates the shrunk values (5.x configs are
-    # strict dataclasses that check cross-field constraints at construction).
-    try:
-        cfg = type(cfg).from_dict(cfg.to_dict())
-    except Exception:
-        pass  # some configs do not round-trip; the shrunk instance is still usable
+    # Re-constructed through the config class, so its validation sees the shrunk values.
+    cfg, changes = shrink_config(cfg, size, overrides)
     for attr in ("use_cache",):
         if hasattr(cfg, attr):
             setattr(cfg, attr, False)
     return cfg, changes
+
+
+def nested(dotted: dict[str, Any]) -> dict[str, Any]:
+    """{"a.b": 1} -> {"a": {"b": 1}}."""
+    out: dict[str, Any] = {}
+    for key, value in dotted.items():
+        *path, last = key.split(".")
+        target = out
+        for part in path:
+            target = target.setdefault(part, {})
+        target[last] = value
+    return out
 
 
 def build_model(res: Resolved, *, size: str = "tiny", task: str | None = None, seed: int = 0) -> Built:

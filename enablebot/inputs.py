@@ -1,7 +1,10 @@
-"""Inputs for a tiny model, by modality and forward signature.
+"""Inputs for a tiny model, from its forward signature, its config and a recipe.
 
-Generic rules cover most families (text, encoder-decoder, vision, audio features and
-raw values); a registry entry's `inputs` recipe adds or replaces tensors as data:
+Generic rules pick the tensors a forward needs (its main input, every required
+argument, and companions such as attention masks, decoder ids, both towers of a dual
+encoder) and make each one by its name: token ids, masks, images, videos, audio
+waveforms and features, layout boxes, patchified images with their `grid_thw`.
+A registry entry's `inputs` recipe adds or replaces tensors as data:
 
     inputs:
       drop: [attention_mask]
@@ -9,9 +12,14 @@ raw values); a registry entry's `inputs` recipe adds or replaces tensors as data
         pixel_values: {shape: [B, config.vision_config.num_channels, 32, 32]}
         input_features: {shape: [B, config.num_mel_bins, "2 * config.max_source_positions"]}
         image_grid_thw: {value: [[1, 4, 4]], repeat_batch: true, dtype: long}
+        bbox: {rule: bbox}            # one of the generic rules below, by name
+      kwargs: {return_loss: false}    # non-tensor arguments
+      seq_len: 16
+      replace: true                   # only the recipe's tensors
 
 Shape entries are ints, `B` (batch), `S` (sequence length), or arithmetic over
-`config.<path>` attributes. Batch is >= 2 so that shapes do not specialise on 0/1.
+`config.<path>` attributes with + - * // % and max()/min(). Batch is >= 2 so that
+shapes do not specialise on 0/1.
 """
 
 from __future__ import annotations
@@ -19,10 +27,12 @@ from __future__ import annotations
 import ast
 import inspect
 import operator
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Callable
 
 _OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
         ast.FloorDiv: operator.floordiv, ast.Div: operator.floordiv, ast.Mod: operator.mod}
+_FUNCS = {"max": max, "min": min}
 
 
 def _attr(config: Any, path: str) -> Any:
@@ -33,7 +43,7 @@ def _attr(config: Any, path: str) -> Any:
 
 
 def eval_dim(expr: Any, *, config: Any, batch: int, seq_len: int) -> int:
-    """Evaluate one shape entry: an int, B, S, config.x.y, or + - * // % of those."""
+    """Evaluate one shape entry: an int, B, S, config.x.y, or + - * // % max() min() of those."""
     if isinstance(expr, int):
         return expr
     env = {"B": batch, "S": seq_len}
@@ -43,6 +53,8 @@ def eval_dim(expr: Any, *, config: Any, batch: int, seq_len: int) -> int:
             return node.value
         if isinstance(node, ast.BinOp) and type(node.op) in _OPS:
             return _OPS[type(node.op)](ev(node.left), ev(node.right))
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _FUNCS:
+            return _FUNCS[node.func.id](*(ev(a) for a in node.args))
         if isinstance(node, ast.Name) and node.id in env:
             return env[node.id]
         if isinstance(node, (ast.Attribute, ast.Name)):
@@ -52,6 +64,9 @@ def eval_dim(expr: Any, *, config: Any, batch: int, seq_len: int) -> int:
         raise ValueError(f"unsupported shape expression {expr!r}")
 
     return ev(ast.parse(str(expr), mode="eval").body)
+
+
+# ---- what the config says ---------------------------------------------------------------
 
 
 def _text_config(config: Any) -> Any:
@@ -75,62 +90,240 @@ def _special_ids(config: Any) -> set[int]:
     return ids
 
 
-def _token_ids(config: Any, batch: int, seq_len: int, gen: Any) -> Any:
+def _first(config: Any, names: tuple[str, ...], subs: tuple[str, ...] = (), default: Any = None) -> Any:
+    """The first of `names` set on the config or on one of its `subs` sub-configs."""
+    for c in [config] + [getattr(config, s, None) for s in subs]:
+        if c is None:
+            continue
+        for n in names:
+            v = getattr(c, n, None)
+            if v is not None and not isinstance(v, bool):
+                return v
+    return default
+
+
+_VISION_SUBS = ("vision_config", "backbone_config", "encoder_config", "image_config")
+_AUDIO_SUBS = ("audio_config", "encoder_config", "speech_config")
+
+
+def _image_hw(config: Any) -> tuple[int, int]:
+    size = _first(config, ("image_size", "img_size", "input_size"), _VISION_SUBS, 32)
+    if isinstance(size, dict):
+        return int(size.get("height", 32)), int(size.get("width", 32))
+    if isinstance(size, (list, tuple)):
+        return int(size[0]), int(size[-1])
+    return int(size), int(size)
+
+
+def _channels(config: Any) -> int:
+    return int(_first(config, ("num_channels", "in_channels", "in_chans", "input_channels"), _VISION_SUBS, 3))
+
+
+# ---- generic tensors by argument name --------------------------------------------------
+
+
+@dataclass
+class Ctx:
+    model: Any
+    config: Any
+    batch: int
+    seq_len: int
+    gen: Any
+    out: dict[str, Any]
+
+
+def _ids(ctx: Ctx, seq: int | None = None) -> Any:
     import torch
 
+    config = ctx.config
     vocab = getattr(_text_config(config), "vocab_size", None) or getattr(config, "vocab_size", None) or 100
     special = _special_ids(config)
     # Ordinary tokens only: special ids (image/audio placeholders) trigger modality merging
     # that needs matching pixel/audio inputs, which a recipe adds explicitly.
-    ids = torch.randint(0, vocab, (batch, seq_len), generator=gen)
+    ids = torch.randint(0, vocab, (ctx.batch, seq or ctx.seq_len), generator=ctx.gen)
     safe = next((i for i in range(3, vocab) if i not in special), 0)
     for s in special:
         ids[ids == s] = safe
     return ids
 
 
-def _vision_cfg(config: Any) -> Any:
-    return getattr(config, "vision_config", None) or config
-
-
-def _image_hw(config: Any) -> tuple[int, int]:
-    vc = _vision_cfg(config)
-    size = getattr(vc, "image_size", None) or getattr(config, "image_size", None) or 32
-    if isinstance(size, dict):
-        size = size.get("height", 32), size.get("width", 32)
-    if isinstance(size, (list, tuple)):
-        return int(size[0]), int(size[-1])
-    return int(size), int(size)
-
-
-def default_inputs(model: Any, config: Any, modality: str, *, batch: int, seq_len: int, gen: Any) -> dict[str, Any]:
+def _mask_like(ctx: Ctx, name: str) -> Any:
     import torch
 
+    base = name.replace("_attention_mask", "_input_ids").replace("attention_mask", "input_ids")
+    ref = ctx.out.get(base) if base in ctx.out else ctx.out.get("input_ids")
+    shape = tuple(ref.shape[:2]) if ref is not None else (ctx.batch, ctx.seq_len)
+    return torch.ones(shape, dtype=torch.long)
+
+
+def _pixel_values(ctx: Ctx) -> Any:
+    import torch
+
+    h, w = _image_hw(ctx.config)
+    frames = _first(ctx.config, ("num_frames",), _VISION_SUBS)
+    if frames:  # video models take (batch, frames, channels, height, width)
+        return torch.randn(ctx.batch, int(frames), _channels(ctx.config), h, w, generator=ctx.gen)
+    return torch.randn(ctx.batch, _channels(ctx.config), h, w, generator=ctx.gen)
+
+
+def _video(ctx: Ctx) -> Any:
+    import torch
+
+    h, w = _image_hw(ctx.config)
+    frames = int(_first(ctx.config, ("num_frames", "frames_per_clip"), _VISION_SUBS, 4))
+    return torch.randn(ctx.batch, frames, _channels(ctx.config), h, w, generator=ctx.gen)
+
+
+def _input_features(ctx: Ctx) -> Any:
+    """Spectrogram features. Whisper-style configs (`num_mel_bins`) take (batch, mels,
+    frames); feature-extractor-style ones (`feature_size`, `input_feat_per_channel`)
+    take (batch, frames, features)."""
+    import torch
+
+    c = ctx.config
+    src = _first(c, ("max_source_positions",), _AUDIO_SUBS)
+    frames = 2 * int(src) if src else max(ctx.seq_len * 4, 64)
+    mels = _first(c, ("num_mel_bins", "n_mels"), _AUDIO_SUBS)
+    if mels is None:
+        feats = _first(c, ("feature_size", "input_feat_per_channel", "feature_projection_input_dim"), _AUDIO_SUBS)
+        if feats is not None:
+            per = int(_first(c, ("input_channels",), _AUDIO_SUBS, 1) or 1)
+            return torch.randn(ctx.batch, frames, int(feats) * per, generator=ctx.gen)
+    return torch.randn(ctx.batch, int(mels or 80), frames, generator=ctx.gen)
+
+
+def _input_values(ctx: Ctx) -> Any:
+    """Raw waveforms; codecs with `audio_channels` take (batch, channels, samples)."""
+    import torch
+
+    ch = _first(ctx.config, ("audio_channels",), _AUDIO_SUBS)
+    if ch:
+        return torch.randn(ctx.batch, int(ch), 4000, generator=ctx.gen)
+    return torch.randn(ctx.batch, 4000, generator=ctx.gen)
+
+
+def _zeros_like_ids(ctx: Ctx) -> Any:
+    import torch
+
+    ref = ctx.out.get("input_ids")
+    return torch.zeros(tuple(ref.shape) if ref is not None else (ctx.batch, ctx.seq_len), dtype=torch.long)
+
+
+def _bbox(ctx: Ctx) -> Any:
+    """Layout boxes (x0, y0, x1, y1) in [0, 1000] with x0 <= x1 and y0 <= y1."""
+    import torch
+
+    ref = ctx.out.get("input_ids")
+    seq = ref.shape[1] if ref is not None else ctx.seq_len
+    a = torch.randint(0, 500, (ctx.batch, seq, 2), generator=ctx.gen)
+    b = a + torch.randint(0, 500, (ctx.batch, seq, 2), generator=ctx.gen)
+    return torch.cat([a, b], dim=-1)
+
+
+def _patch_grid(ctx: Ctx) -> tuple[int, int]:
+    merge = int(_first(ctx.config, ("spatial_merge_size", "merge_size"), _VISION_SUBS, 1) or 1)
+    return 2 * merge, 2 * merge
+
+
+def _grid_thw(ctx: Ctx) -> Any:
+    """One image per sample as a (t, h, w) patch grid divisible by the spatial merge."""
+    import torch
+
+    h, w = _patch_grid(ctx)
+    return torch.tensor([[1, h, w]] * ctx.batch, dtype=torch.long)
+
+
+def _patchified(ctx: Ctx) -> Any:
+    """Images already cut into flattened patches, one row per patch (Qwen2-VL lineage):
+    (sum of t*h*w over images, channels * temporal_patch * patch * patch)."""
+    import torch
+
+    c = ctx.config
+    patch = int(_first(c, ("patch_size",), _VISION_SUBS, 14))
+    tp = int(_first(c, ("temporal_patch_size",), _VISION_SUBS, 1))
+    h, w = _patch_grid(ctx)
+    return torch.randn(ctx.batch * h * w, _channels(c) * tp * patch * patch, generator=ctx.gen)
+
+
+def _decoder_ids(ctx: Ctx) -> Any:
+    return _ids(ctx, max(ctx.seq_len // 2, 2))
+
+
+RULES: dict[str, Callable[[Ctx], Any]] = {
+    "input_ids": _ids,
+    "qformer_input_ids": _ids,
+    "decoder_input_ids": _decoder_ids,
+    "attention_mask": lambda ctx: _mask_like(ctx, "attention_mask"),
+    "qformer_attention_mask": lambda ctx: _mask_like(ctx, "qformer_attention_mask"),
+    "token_type_ids": _zeros_like_ids,
+    "pixel_values": _pixel_values,
+    "pixel_values_videos": _video,
+    "input_features": _input_features,
+    "input_values": _input_values,
+    "bbox": _bbox,
+    "grid_thw": _grid_thw,
+    "image_grid_thw": _grid_thw,
+    "patchified": _patchified,
+}
+
+
+def _required(model: Any) -> list[str]:
+    out = []
+    for name, p in inspect.signature(model.forward).parameters.items():
+        if p.default is p.empty and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY):
+            out.append(name)
+    return out
+
+
+def wanted_inputs(model: Any, config: Any, modality: str) -> list[str]:
+    """The argument names a forward gets: main input, required ones, companions."""
     params = set(inspect.signature(model.forward).parameters)
     main = getattr(model, "main_input_name", "input_ids")
-    out: dict[str, Any] = {}
+    names: list[str] = []
 
-    if main == "pixel_values" or (modality == "vision" and "pixel_values" in params and "input_ids" not in params):
-        ch = getattr(_vision_cfg(config), "num_channels", None) or getattr(config, "num_channels", 3) or 3
-        h, w = _image_hw(config)
-        out["pixel_values"] = torch.randn(batch, ch, h, w, generator=gen)
-    elif main == "input_features":
-        mels = getattr(config, "num_mel_bins", None) or getattr(config, "feature_size", None) or 80
-        src = getattr(config, "max_source_positions", None)
-        frames = 2 * src if src else max(seq_len * 4, 64)
-        out["input_features"] = torch.randn(batch, mels, frames, generator=gen)
-    elif main == "input_values":
-        out["input_values"] = torch.randn(batch, 4000, generator=gen)
+    def want(n: str) -> None:
+        if n in params and n not in names:
+            names.append(n)
+
+    if main in params:
+        want(main)
+    elif modality == "vision" and "pixel_values" in params:
+        want("pixel_values")
     elif "input_ids" in params:
-        out["input_ids"] = _token_ids(config, batch, seq_len, gen)
-    elif main in params:
-        raise ValueError(f"no generic input for {type(model).__name__}.{main}; add an `inputs` recipe to the registry")
+        want("input_ids")
+    for n in _required(model):
+        want(n)
+    has_image_token = bool(_first(config, ("image_token_id", "image_token_index"), ("text_config",)))
+    if "input_ids" in names and "pixel_values" in params and not has_image_token and modality == "multimodal":
+        want("pixel_values")  # dual encoders (CLIP-like) run both towers
+    if "pixel_values" in names and "input_ids" in params and modality == "multimodal" and not has_image_token:
+        want("input_ids")
+    if "input_ids" in names:
+        want("attention_mask")
+        want("bbox")  # layout models: boxes per token
+    if "qformer_input_ids" in names:
+        want("qformer_attention_mask")
+    if getattr(config, "is_encoder_decoder", False):
+        want("decoder_input_ids")
+    return names
 
-    if "input_ids" in out and "attention_mask" in params:
-        out["attention_mask"] = torch.ones(batch, seq_len, dtype=torch.long)
-    if getattr(config, "is_encoder_decoder", False) and "decoder_input_ids" in params:
-        out["decoder_input_ids"] = _token_ids(config, batch, max(seq_len // 2, 2), gen)
-    return out
+
+def default_inputs(model: Any, config: Any, modality: str, *, batch: int, seq_len: int, gen: Any,
+                   skip: set[str] | frozenset[str] = frozenset()) -> dict[str, Any]:
+    """Generic inputs; names in `skip` (given or dropped by a recipe) are left out."""
+    ctx = Ctx(model=model, config=config, batch=batch, seq_len=seq_len, gen=gen, out={})
+    names = [n for n in wanted_inputs(model, config, modality) if n not in skip]
+    if "grid_thw" in names and "hidden_states" in names:
+        names[names.index("hidden_states")] = "patchified"
+    for name in names:
+        rule = RULES.get(name)
+        if rule is None:
+            raise ValueError(f"no generic input for {type(model).__name__}.{name}; add an `inputs` recipe to the registry")
+        ctx.out["hidden_states" if name == "patchified" else name] = rule(ctx)
+    return ctx.out
+
+
+# ---- recipes ---------------------------------------------------------------------------
 
 
 def _dtype(name: str | None, default: Any) -> Any:
@@ -139,9 +332,14 @@ def _dtype(name: str | None, default: Any) -> Any:
     return {"long": torch.long, "int": torch.int32, "float": torch.float32, "bool": torch.bool}.get(name or "", default)
 
 
-def recipe_tensor(spec: dict[str, Any], *, config: Any, batch: int, seq_len: int, gen: Any) -> Any:
+def recipe_tensor(spec: dict[str, Any], *, config: Any, batch: int, seq_len: int, gen: Any,
+                  ctx: Ctx | None = None) -> Any:
     import torch
 
+    if "rule" in spec:
+        if ctx is None or spec["rule"] not in RULES:
+            raise ValueError(f"unknown input rule {spec['rule']!r}; known: {', '.join(sorted(RULES))}")
+        return RULES[spec["rule"]](ctx)
     if "value" in spec:
         t = torch.tensor(spec["value"], dtype=_dtype(spec.get("dtype"), None))
         if spec.get("repeat_batch"):
@@ -153,6 +351,8 @@ def recipe_tensor(spec: dict[str, Any], *, config: Any, batch: int, seq_len: int
         return torch.full(shape, spec["fill"], dtype=dtype)
     if dtype.is_floating_point:
         return torch.randn(*shape, generator=gen, dtype=dtype)
+    if dtype == torch.bool:
+        return torch.ones(*shape, dtype=torch.bool)
     high = spec.get("high", "config.vocab_size")
     high = eval_dim(high, config=config, batch=batch, seq_len=seq_len)
     return torch.randint(int(spec.get("low", 0)), high, shape, generator=gen, dtype=dtype)
@@ -164,11 +364,16 @@ def build_inputs(model: Any, config: Any, modality: str, recipe: dict[str, Any] 
 
     gen = torch.Generator().manual_seed(seed)
     recipe = recipe or {}
-    out = {} if recipe.get("replace") else default_inputs(model, config, modality, batch=batch, seq_len=seq_len, gen=gen)
+    seq_len = int(recipe.get("seq_len", seq_len))
+    batch = int(recipe.get("batch", batch))
+    skip = set(recipe.get("drop", [])) | set(recipe.get("tensors") or {}) | set(recipe.get("kwargs") or {})
+    out = {} if recipe.get("replace") else default_inputs(model, config, modality, batch=batch, seq_len=seq_len,
+                                                          gen=gen, skip=skip)
     for name in recipe.get("drop", []):
         out.pop(name, None)
+    ctx = Ctx(model=model, config=config, batch=batch, seq_len=seq_len, gen=gen, out=out)
     for name, spec in (recipe.get("tensors") or {}).items():
-        out[name] = recipe_tensor(spec, config=config, batch=batch, seq_len=seq_len, gen=gen)
+        out[name] = recipe_tensor(spec, config=config, batch=batch, seq_len=seq_len, gen=gen, ctx=ctx)
     for name, value in (recipe.get("kwargs") or {}).items():
         out[name] = value
     return out

@@ -1,9 +1,25 @@
 """Shrink a full-size transformers config to a tiny one, keeping its constraints.
 
-Generic rules over attribute names (layers, widths, heads, experts, vocab, images,
-audio) applied recursively to nested sub-configs; per-architecture exceptions are
-data: the registry entry's `config` overrides are applied afterwards (dotted keys
-reach sub-configs, e.g. `text_config.num_hidden_layers: 1`).
+The config is turned into a dict, shrunk by generic rules over attribute names
+(layers, widths, heads, head dims, experts, vocab, images, state sizes) applied
+recursively to nested sub-configs, and then *re-constructed* through its config
+class with only the changed and non-default values as arguments: 5.x configs are
+strict dataclasses whose `__post_init__` derives fields (`qk_head_dim`, `layer_types`,
+`head_dim`...) and validates cross-field constraints, so re-construction keeps derived
+values consistent with the shrunk ones instead of leaving stale full-size values.
+
+Rules that keep constraints rather than just capping numbers:
+- heads are powers of two, so that every shrunk width stays divisible by them;
+- relations the full config satisfies are kept: `heads * head_dim == hidden`
+  (or `== expand * hidden` for state-space mixers);
+- per-layer lists (`layer_types`, ...) keep one layer of each distinct kind, and
+  layer-index lists are remapped, so hybrid models keep every block type;
+- expert groups divide experts, top-k fits the groups;
+- multimodal RoPE sections are rescaled to the shrunk rotary dimension.
+
+Per-architecture exceptions are data: the registry entry's `config` overrides are
+applied to the shrunk dict before re-construction (dotted keys reach sub-configs, e.g.
+`text_config.num_hidden_layers: 4`).
 
 Sizes: `tiny` for CPU correctness sweeps, `small` for realistic speed runs
 (hidden 512, 4 layers), as PyTorch's benchmark harness does with random weights.
@@ -11,7 +27,10 @@ Sizes: `tiny` for CPU correctness sweeps, `small` for realistic speed runs
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import math
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,20 +49,28 @@ class SizeProfile:
     image: int
     patch_max: int
     max_pos: int
+    head_dim: int
+    lora_rank: int
+    state: int
+    queries: int
+    source_positions: int
 
 
 PROFILES = {
     "tiny": SizeProfile(layers=2, hidden=64, heads=4, kv_heads=2, ffn=128, experts=4, vocab=1024,
-                        image=32, patch_max=8, max_pos=512),
+                        image=32, patch_max=8, max_pos=512, head_dim=16, lora_rank=32, state=16, queries=16,
+                        source_positions=64),
     "small": SizeProfile(layers=4, hidden=512, heads=8, kv_heads=4, ffn=1536, experts=8, vocab=8192,
-                         image=224, patch_max=16, max_pos=2048),
+                         image=224, patch_max=16, max_pos=2048, head_dim=64, lora_rank=128, state=64, queries=100,
+                         source_positions=1500),
 }
 
-LAYER_KEYS = {
+LAYER_KEYS = (
     "num_hidden_layers", "num_layers", "n_layer", "n_layers", "encoder_layers", "decoder_layers",
     "num_encoder_layers", "num_decoder_layers", "text_layers", "vision_layers", "depth",
     "num_blocks", "num_transformer_layers", "num_decoder_blocks", "num_encoder_blocks",
-}
+    "decoder_num_layers", "decoder_num_hidden_layers", "depths",
+)
 HIDDEN_KEYS = {"hidden_size", "d_model", "n_embd", "embed_dim", "dim", "model_dim", "n_embed", "emb_dim"}
 HEAD_KEYS = {
     "num_attention_heads", "n_head", "n_heads", "encoder_attention_heads",
@@ -53,15 +80,34 @@ KV_HEAD_KEYS = {"num_key_value_heads", "n_kv_heads", "num_kv_heads", "multi_quer
 FFN_KEYS = {
     "intermediate_size", "ffn_dim", "d_ff", "n_inner", "encoder_ffn_dim", "decoder_ffn_dim",
     "ffn_hidden_size", "mlp_dim", "hidden_dim", "moe_intermediate_size", "shared_expert_intermediate_size",
-    "expert_intermediate_size",
+    "expert_intermediate_size", "moe_shared_expert_intermediate_size", "shared_experts_intermediate_size",
 }
 EXPERT_KEYS = {"num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts", "num_routed_experts"}
-TOPK_KEYS = {"num_experts_per_tok", "num_selected_experts", "moe_topk", "top_k", "router_top_k", "expert_capacity"}
-HEAD_DIM_KEYS = {"head_dim", "d_kv", "attention_head_dim", "kv_channels"}
+TOPK_KEYS = {"num_experts_per_tok", "num_selected_experts", "moe_topk", "top_k", "router_top_k",
+             "moe_k", "moe_top_k", "top_k_experts", "num_experts_per_token"}
+EXPERT_GROUP_KEYS = {"n_group", "num_expert_group"}
+TOPK_GROUP_KEYS = {"topk_group"}
+# Head widths: `head_dim`, `d_kv`, and every `*_head_dim` (MLA's qk_rope/qk_nope/v, indexers,
+# linear-attention key/value heads, state-space heads).
+_HEAD_DIM_RE = re.compile(r"^(head_dim|d_kv|d_head|attention_head_dim|kv_channels)$|_head_dim$|_d_head$")
+_DERIVED_HEAD_DIM = {"qk_head_dim"}  # = qk_nope_head_dim + qk_rope_head_dim, recomputed
+LORA_RE = re.compile(r"_lora_rank$")
+STATE_KEYS = {"mamba_d_state", "state_size", "ssm_state_size", "d_state"}
+CHUNK_KEYS = {"mamba_chunk_size", "chunk_size"}
+SSM_HEAD_PAIRS = (("mamba_n_heads", "mamba_d_head"), ("mamba_num_heads", "mamba_head_dim"),
+                  ("num_heads", "head_dim"))
+SSM_GROUP_KEYS = {"n_groups", "mamba_n_groups", "mamba_ngroups"}
+EXPAND_KEYS = ("mamba_expand", "expand")
+# Counts of leading dense layers before MoE ones: keep one so that MoE layers exist.
+LEADING_DENSE_KEYS = {"first_k_dense_replace", "num_dense_layers"}
+OUT_INDEX_KEYS = ("out_indices", "backbone_out_indices")
+# Detection queries: top-k over image tokens, so no more than a tiny image has.
+QUERY_KEYS = {"num_queries"}
 VOCAB_KEYS = {"vocab_size"}
 MAXPOS_KEYS = {"max_position_embeddings", "n_positions", "max_seq_len", "max_sequence_length", "seq_length"}
+# Audio encoders: frames after the convolutional front end; inputs are 2x this long.
+SOURCE_POS_KEYS = {"max_source_positions"}
 IMAGE_KEYS = {"image_size"}
-PATCH_KEYS = {"patch_size"}
 TOKEN_ID_KEYS = (
     "pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id", "sep_token_id",
     "cls_token_id", "mask_token_id", "unk_token_id", "image_token_id", "image_token_index",
@@ -71,161 +117,450 @@ TOKEN_ID_KEYS = (
 )
 # Dropout-like probabilities are zeroed so that eager runs are deterministic in train mode.
 DROPOUT_SUFFIXES = ("dropout", "dropout_prob", "dropout_rate", "drop_rate", "drop_path_rate", "layerdrop")
+_NOT_KWARGS = {"transformers_version", "_name_or_path", "model_type", "architectures"}
+# Per-layer lists keep at most this many distinct kinds of layer.
+MAX_LAYER_KINDS = 6
+
+
+def _int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
 
 
 def _ints(v: Any) -> list[int] | None:
-    if isinstance(v, bool):
-        return None
-    if isinstance(v, int):
+    if _int(v):
         return [v]
-    if isinstance(v, (list, tuple)) and v and all(isinstance(x, int) and not isinstance(x, bool) for x in v):
+    if isinstance(v, (list, tuple)) and v and all(_int(x) for x in v):
         return list(v)
     return None
 
 
-def _shrink_list(v: list[int], cap: int) -> list[int]:
-    """Per-stage lists (hierarchical vision models): fewer stages would break the head, so
-    cap each value and keep the length."""
-    return [min(x, cap) for x in v]
+def _pow2_floor(n: int) -> int:
+    return 1 << (max(n, 1).bit_length() - 1)
 
 
-def _token_ids(cfg: PretrainedConfig) -> list[int]:
+def _divisor_at_most(n: int, cap: int) -> int:
+    d = max(min(cap, n), 1)
+    while n % d:
+        d -= 1
+    return d
+
+
+def _token_ids(d: dict[str, Any]) -> list[int]:
     ids: list[int] = []
     for k in TOKEN_ID_KEYS:
-        v = getattr(cfg, k, None)
-        for x in _ints(v) or []:
+        for x in _ints(d.get(k)) or []:
             if x >= 0:
                 ids.append(x)
     return ids
 
 
-def _sub_configs(cfg: PretrainedConfig) -> list[tuple[str, PretrainedConfig]]:
-    out = []
-    for k, v in vars(cfg).items():
-        if isinstance(v, PretrainedConfig):
-            out.append((k, v))
-    return out
+class _Level:
+    """One config level (a dict) being shrunk; records changes with dotted keys.
+
+    `derived` names attributes the config class computes itself (e.g. swin's
+    `hidden_size` from `embed_dim`): they are never set, re-construction recomputes them."""
+
+    def __init__(self, d: dict[str, Any], changes: dict[str, Any], prefix: str, derived: frozenset[str]):
+        self.d, self.orig, self.changes, self.prefix, self.derived = d, dict(d), changes, prefix, derived
+
+    def set(self, key: str, value: Any) -> None:
+        if key in self.derived:
+            return
+        if self.d.get(key) != value:
+            self.d[key] = value
+            self.changes[self.prefix + key] = value
+
+    def cap(self, key: str, target: int) -> int | None:
+        v = self.d.get(key)
+        if not _int(v) or v <= 0:
+            return None
+        self.set(key, min(v, target))
+        return self.d[key]
+
+    def ints(self, key: str) -> list[int] | None:
+        return _ints(self.d.get(key))
 
 
-def _set(cfg: PretrainedConfig, key: str, value: Any, changes: dict[str, Any], prefix: str) -> None:
-    try:
-        setattr(cfg, key, value)
-    except Exception:  # read-only properties on some configs: leave them as they are
-        return
-    changes[prefix + key] = value
+def shrink_dict(d: dict[str, Any], size: str = "tiny", changes: dict[str, Any] | None = None,
+                prefix: str = "", cfg: PretrainedConfig | None = None) -> dict[str, Any]:
+    """Shrink a config dict (as `to_dict()` gives) in place; returns the changes (dotted keys).
 
-
-def shrink_config(cfg: PretrainedConfig, size: str = "tiny") -> dict[str, Any]:
-    """Shrink `cfg` in place; returns the changes made (dotted key -> new value)."""
-    prof = PROFILES[size]
-    changes: dict[str, Any] = {}
-    _shrink(cfg, prof, changes, prefix="")
+    With `cfg` (the config object `d` came from), attributes its class derives are left
+    alone and implicit defaults the modeling code relies on are made explicit first."""
+    changes = {} if changes is None else changes
+    p = PROFILES[size]
+    if cfg is not None:
+        _explicit_defaults(cfg, d)
+    lv = _Level(d, changes, prefix, _derived(type(cfg)) if cfg is not None else frozenset())
+    _heads(lv, p)
+    _widths(lv, p)
+    _layers(lv, p)
+    _experts(lv, p)
+    _state_space(lv, p)
+    _rope(lv)
+    _misc(lv, p)
+    subs = [(k, v, dict(v)) for k, v in d.items() if isinstance(v, dict) and "model_type" in v]
+    for k, v, _ in subs:
+        sub = getattr(cfg, k, None) if cfg is not None else None
+        shrink_dict(v, size, changes, prefix=f"{prefix}{k}.",
+                    cfg=sub if isinstance(sub, PretrainedConfig) else None)
+    _follow_sub_widths(lv, subs, p)
     return changes
 
 
-def _shrink(cfg: PretrainedConfig, p: SizeProfile, changes: dict[str, Any], prefix: str) -> None:
-    attrs = dict(vars(cfg))
+_WIDTH_NAME = re.compile(r"hidden|_dim$|_size$|channels")
+_NOT_WIDTH = re.compile(r"vocab|image|patch|position|window|kernel|stride|batch|chunk|pool|grid|sample")
 
-    def cap(key: str, target: int) -> int | None:
-        v = attrs.get(key)
-        if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
-            return None
-        new = min(v, target)
-        if new != v:
-            _set(cfg, key, new, changes, prefix)
-        return new
 
-    # Heads first: hidden sizes are then made divisible by them.
-    heads = None
+def _follow_sub_widths(lv: _Level, subs: list[tuple[str, dict, dict]], p: SizeProfile) -> None:
+    """Parent widths that equal a sub-config's hidden size (a projector's input, a neck's
+    `reassemble_hidden_size`) follow that sub-config's shrunk hidden size."""
+    follow: dict[int, int] = {}
+    for _, new, old in subs:
+        for hk in HIDDEN_KEYS:
+            if _int(old.get(hk)) and _int(new.get(hk)) and old[hk] != new[hk]:
+                follow.setdefault(old[hk], new[hk])
+    for k, v in list(lv.d.items()):
+        if (_int(v) and v in follow and v > p.hidden and lv.prefix + k not in lv.changes
+                and _WIDTH_NAME.search(k) and not _NOT_WIDTH.search(k)):
+            lv.set(k, follow[v])
+
+
+def _derived(cls: type) -> frozenset[str]:
+    """Attributes a default instance has that are not constructor fields: computed in
+    `__post_init__` from other fields."""
+    fields = _field_names(cls)
+    defaults = _defaults(cls)
+    if fields is None or defaults is None:
+        return frozenset()
+    return frozenset(k for k in defaults if k not in fields and f"_{k}" not in fields and k not in _NOT_KWARGS)
+
+
+# Multimodal RoPE: configs that exempt `mrope_section` from RoPE validation read it with a
+# default in the modeling code ([16, 24, 24] in the Qwen2-VL lineage) when it is absent.
+_MROPE_DEFAULT = [16, 24, 24]
+
+
+def _explicit_defaults(cfg: PretrainedConfig, d: dict[str, Any]) -> None:
+    ignored = getattr(type(cfg), "ignore_keys_at_rope_validation", None) or ()
+    rope = d.get("rope_parameters")
+    if "mrope_section" in ignored and isinstance(rope, dict) and "mrope_section" not in rope \
+            and all(isinstance(v, (str, int, float, list, type(None))) for v in rope.values()):
+        rope["mrope_section"] = list(_MROPE_DEFAULT)
+
+
+def _heads(lv: _Level, p: SizeProfile) -> None:
+    # Powers of two: any shrunk width (64, 128...) stays divisible by them.
     for k in HEAD_KEYS:
-        lst = _ints(attrs.get(k))
+        lst = lv.ints(k)
         if lst and len(lst) > 1:
-            _set(cfg, k, _shrink_list(lst, p.heads), changes, prefix)
-        elif lst:
-            heads = cap(k, p.heads) or heads
+            lv.set(k, [_pow2_floor(min(x, p.heads)) for x in lst])
+        elif lst and lst[0] > 0:
+            lv.set(k, _pow2_floor(min(lst[0], p.heads)))
+    heads = next((lv.d[k] for k in HEAD_KEYS if _int(lv.d.get(k)) and lv.d[k] > 0), None)
     for k in KV_HEAD_KEYS:
-        v = attrs.get(k)
-        if isinstance(v, int) and not isinstance(v, bool) and v > 0:
-            h = heads or p.heads
-            kv = min(v, p.kv_heads)
-            while h % kv:
-                kv -= 1
-            _set(cfg, k, max(kv, 1), changes, prefix)
+        v = lv.d.get(k)
+        if v is None and k in lv.d and heads and k != "multi_query_group_num":
+            lv.set(k, heads)  # None means one kv head per head; some modeling code divides by it
+        elif _int(v) and v > 0:
+            full_mha = any(lv.orig.get(h) == v for h in HEAD_KEYS)  # kv heads == heads stays so
+            lv.set(k, heads if full_mha and heads else _divisor_at_most(heads or p.heads, min(v, p.kv_heads)))
 
-    head_dim = None
-    for k in HEAD_DIM_KEYS:
-        v = attrs.get(k)
-        if isinstance(v, int) and not isinstance(v, bool) and v > 0:
-            head_dim = min(v, max(p.hidden // p.heads, 8))
-            _set(cfg, k, head_dim, changes, prefix)
 
+def _widths(lv: _Level, p: SizeProfile) -> None:
+    d, orig = lv.d, lv.orig
     for k in HIDDEN_KEYS:
-        lst = _ints(attrs.get(k))
+        lst = lv.ints(k)
         if lst and len(lst) > 1:
-            _set(cfg, k, _shrink_list(lst, p.hidden), changes, prefix)
+            lv.set(k, [min(x, p.hidden) for x in lst])
         elif lst and lst[0] > p.hidden:
-            h = p.hidden
-            if heads:
-                h = max(h - h % heads, heads)
-            _set(cfg, k, h, changes, prefix)
-
-    for k in LAYER_KEYS:
-        lst = _ints(attrs.get(k))
-        if lst and len(lst) > 1:
-            _set(cfg, k, [min(x, p.layers) for x in lst], changes, prefix)
-        elif lst:
-            cap(k, p.layers)
+            lv.set(k, p.hidden)
+    for k in list(d):
+        if k in _DERIVED_HEAD_DIM or not _HEAD_DIM_RE.search(k):
+            continue
+        if _int(d[k]) and d[k] > 0:
+            lv.cap(k, p.head_dim)
+    # Keep `heads * head_dim == hidden` when the full config has it (most attention blocks).
+    hidden_k = next((k for k in HIDDEN_KEYS if _int(d.get(k))), None)
+    heads_k = next((k for k in HEAD_KEYS if _int(d.get(k)) and d[k] > 0), None)
+    if hidden_k and heads_k and "head_dim" in d:
+        hd = orig.get("head_dim")
+        if hd is None or (_int(hd) and hd * orig[heads_k] == orig[hidden_k]):
+            lv.set("head_dim", max(d[hidden_k] // d[heads_k], 1))
+    if _int(d.get("qk_nope_head_dim")) and _int(d.get("qk_rope_head_dim")) and "qk_head_dim" in d:
+        lv.set("qk_head_dim", d["qk_nope_head_dim"] + d["qk_rope_head_dim"])
+    for k in list(d):
+        if LORA_RE.search(k):
+            lv.cap(k, p.lora_rank)
     for k in FFN_KEYS:
-        lst = _ints(attrs.get(k))
+        lst = lv.ints(k)
         if lst and len(lst) == 1:
-            cap(k, p.ffn)
+            lv.cap(k, p.ffn)
+        elif lst:
+            lv.set(k, [min(x, p.ffn) for x in lst])
 
+
+def _layer_kinds(lv: _Level, n_layers: int, p: SizeProfile, depth: int) -> list[int]:
+    """Indices of the layers to keep: the first layer of each distinct kind, then more
+    layers in order up to the profile's depth. A layer's kind is its value in every
+    per-layer list plus its membership in every layer-index list."""
+    per_layer = [k for k, v in lv.d.items() if _per_layer(k, v, n_layers)]
+    index_lists = [k for k, v in lv.d.items() if "layer" in k and _index_list(v, n_layers)]
+    kinds: dict[tuple, int] = {}
+    for i in range(n_layers):
+        sig = tuple(lv.d[k][i] for k in per_layer) + tuple(i in lv.d[k] for k in index_lists)
+        kinds.setdefault(sig, i)
+    keep = sorted(kinds.values())[:MAX_LAYER_KINDS]
+    for i in range(n_layers):
+        if len(keep) >= depth:
+            break
+        if i not in keep:
+            keep.append(i)
+    return sorted(keep)
+
+
+def _per_layer(key: str, v: Any, n_layers: int) -> bool:
+    """A list with one entry per layer: kinds (strings, flags) or anything named *layer*."""
+    if not isinstance(v, list) or len(v) != n_layers or key in HIDDEN_KEYS | HEAD_KEYS | FFN_KEYS:
+        return False
+    return all(isinstance(x, (str, bool)) for x in v) or ("layer" in key and all(isinstance(x, (int, float)) for x in v))
+
+
+def _index_list(v: Any, n_layers: int) -> bool:
+    lst = _ints(v) if isinstance(v, list) else None
+    return bool(lst) and len(lst) < n_layers and all(0 <= x < n_layers for x in lst) and lst == sorted(set(lst))
+
+
+def _layers(lv: _Level, p: SizeProfile) -> None:
+    d = lv.d
+    # Hierarchical vision models: per-stage lists (widths, heads, depths) keep their length
+    # (fewer stages would break the heads), so a layer count equal to the stage count stays.
+    stages = {len(v) for k, v in d.items() if k in HIDDEN_KEYS | HEAD_KEYS | {"depths"} and isinstance(v, list)}
+    main = next((k for k in LAYER_KEYS if _int(d.get(k)) and d[k] > 0 and d[k] not in stages), None)
+    if main is None:
+        return
+    n = d[main]
+    # A backbone with k feature taps keeps at least k layers, so that taps stay distinct.
+    taps = max((len(lv.ints(k) or []) for k in OUT_INDEX_KEYS if max(lv.ints(k) or [0]) > p.layers), default=0)
+    depth = max(p.layers, min(taps, n))
+    keep = _layer_kinds(lv, n, p, depth) if n > depth else list(range(n))
+    if len(keep) < n:
+        for k, v in list(d.items()):
+            if _per_layer(k, v, n):
+                lv.set(k, [v[i] for i in keep])
+            elif "layer" in k and _index_list(v, n):
+                lv.set(k, [j for j, i in enumerate(keep) if i in v])
+    for k in LAYER_KEYS:
+        lst = lv.ints(k)
+        if lst and len(lst) > 1:
+            lv.set(k, [min(x, p.layers) for x in lst])
+        elif lst and lst[0] > 0 and lst[0] not in stages:
+            lv.set(k, len(keep) if lst[0] == n else min(lst[0], p.layers))
+    # Backbone feature taps index hidden states (0 = embeddings .. n = last layer): spread
+    # them over the kept layers, keeping their number (necks have one input per tap).
+    new_n = len(keep)
+    for k in OUT_INDEX_KEYS:
+        lst = lv.ints(k)
+        if lst and len(keep) < n and max(lst) > new_n:
+            top = new_n if max(lst) >= n else new_n - 1  # 1-based (stage names) or 0-based
+            lv.set(k, list(range(max(top - len(lst) + 1, 0), top + 1)))
+            if isinstance(d.get("out_features"), list):
+                lv.set("out_features", [f"stage{i}" for i in d[k]])
+    for k in LEADING_DENSE_KEYS:
+        if _int(d.get(k)) and d[k] > 1:
+            lv.set(k, 1)
+
+
+def _experts(lv: _Level, p: SizeProfile) -> None:
+    d = lv.d
     experts = None
     for k in EXPERT_KEYS:
-        experts = cap(k, p.experts) or experts
-    if experts:
-        for k in TOPK_KEYS:
-            v = attrs.get(k)
-            if isinstance(v, int) and not isinstance(v, bool) and v > experts:
-                _set(cfg, k, max(1, min(2, experts)), changes, prefix)
+        experts = lv.cap(k, p.experts) or experts
+    if not experts:
+        return
+    groups = None
+    for k in EXPERT_GROUP_KEYS:
+        if _int(d.get(k)) and d[k] > 1:
+            groups = _divisor_at_most(experts, min(d[k], 2))
+            lv.set(k, groups)
+    for k in TOPK_GROUP_KEYS:
+        if _int(d.get(k)) and d[k] > 0:
+            lv.set(k, min(d[k], groups or 1))
+    # top-k must fit in the selected groups' experts.
+    limit = experts if not groups else (experts // groups) * min(d.get("topk_group") or groups, groups)
+    for k in TOPK_KEYS:
+        v = d.get(k)
+        if _int(v) and v > min(2, limit):
+            lv.set(k, max(1, min(2, limit)))
 
+
+def _state_space(lv: _Level, p: SizeProfile) -> None:
+    d, orig = lv.d, lv.orig
+    for k in STATE_KEYS:
+        lv.cap(k, p.state)
+    for k in CHUNK_KEYS:
+        lv.cap(k, p.state)
+    hidden_k = next((k for k in HIDDEN_KEYS if _int(d.get(k))), None)
+    expand_k = next((k for k in EXPAND_KEYS if _int(d.get(k)) and d[k] > 0), None)
+    if not hidden_k or not expand_k:
+        return
+    for nh, hd in SSM_HEAD_PAIRS:
+        if _int(orig.get(nh)) and _int(orig.get(hd)) and orig[nh] * orig[hd] == orig[expand_k] * orig[hidden_k]:
+            # Keep `ssm heads * ssm head dim == expand * hidden`.
+            lv.set(nh, max(d[expand_k] * d[hidden_k] // d[hd], 1))
+            for g in SSM_GROUP_KEYS:
+                if _int(d.get(g)) and d[g] > 1:
+                    lv.set(g, _divisor_at_most(d[nh], d[g]))
+
+
+def _rope(lv: _Level) -> None:
+    """Multimodal RoPE splits the rotary half-dimension into sections: rescale them."""
+    d = lv.d
+    rope = d.get("rope_parameters") if isinstance(d.get("rope_parameters"), dict) else {}
+    sec = rope.get("mrope_section") or d.get("mrope_section")
+    if not isinstance(sec, list) or not sec:
+        return
+    hd = d.get("head_dim")
+    if not _int(hd):
+        hk = next((k for k in HIDDEN_KEYS if _int(d.get(k))), None)
+        nk = next((k for k in HEAD_KEYS if _int(d.get(k)) and d[k] > 0), None)
+        if not hk or not nk:
+            return
+        hd = d[hk] // d[nk]
+    factor = rope.get("partial_rotary_factor") or d.get("partial_rotary_factor") or 1.0
+    half = int(hd * factor) // 2
+    sec = [int(x) for x in sec]
+    if sum(sec) == half or half < len(sec):
+        return
+    new = [max(1, s * half // sum(sec)) for s in sec]
+    new[0] += half - sum(new)
+    if isinstance(rope.get("mrope_section"), list):
+        lv.set("rope_parameters", dict(rope, mrope_section=new))
+    else:
+        lv.set("mrope_section", new)
+
+
+def _misc(lv: _Level, p: SizeProfile) -> None:
+    d = lv.d
     # Vocab: small, but above every special token id the config refers to.
     for k in VOCAB_KEYS:
-        v = attrs.get(k)
-        if isinstance(v, int) and not isinstance(v, bool) and v > p.vocab:
-            need = max(_token_ids(cfg) + [0]) + 1
-            _set(cfg, k, max(p.vocab, need), changes, prefix)
-
+        v = d.get(k)
+        if v is None and k in d and "hidden_size" in d:
+            lv.set(k, p.vocab)  # left to a tokenizer in the full config; a model needs a number
+        elif _int(v) and v > p.vocab:
+            lv.set(k, max(p.vocab, max(_token_ids(d) + [0]) + 1))
+    # Hierarchical vision models halve the resolution per stage: the image must keep the
+    # last stage at least 2x2 patches, and attention windows must fit in it.
+    stages = max((len(v) for k, v in d.items() if k in {"depths"} | HEAD_KEYS and isinstance(v, list)), default=0)
+    if stages > 1 and _int(d.get("window_size")):
+        lv.cap("window_size", 2)
     for k in IMAGE_KEYS:
-        lst = _ints(attrs.get(k))
+        lst = lv.ints(k)
         if lst and lst[0] > p.image:
-            patch = _ints(attrs.get("patch_size")) or [1]
-            unit = math.lcm(*patch) if patch else 1
-            new = max(p.image - p.image % unit, unit * 2)
-            _set(cfg, k, new if len(lst) == 1 else [new] * len(lst), changes, prefix)
+            patch = lv.ints("patch_size") or [1]
+            unit = math.lcm(*patch) * (2 ** stages if stages > 1 else 1)
+            new = max(p.image - p.image % unit, unit * 2 if stages <= 1 else unit)
+            lv.set(k, new if len(lst) == 1 else [new] * len(lst))
+    for k in QUERY_KEYS:
+        lv.cap(k, p.queries)
+    for k in SOURCE_POS_KEYS:
+        lv.cap(k, p.source_positions)
     for k in MAXPOS_KEYS:
-        v = attrs.get(k)
-        if isinstance(v, int) and not isinstance(v, bool) and v > p.max_pos:
-            _set(cfg, k, p.max_pos, changes, prefix)
-
-    for k, v in attrs.items():
-        if isinstance(v, float) and not isinstance(v, bool) and k.endswith(DROPOUT_SUFFIXES) and v > 0:
-            _set(cfg, k, 0.0, changes, prefix)
-
-    for name, sub in _sub_configs(cfg):
-        _shrink(sub, p, changes, prefix=f"{prefix}{name}.")
+        v = d.get(k)
+        if _int(v) and v > p.max_pos:
+            lv.set(k, p.max_pos)
+    for k, v in list(d.items()):
+        if isinstance(v, float) and k.endswith(DROPOUT_SUFFIXES) and v > 0:
+            lv.set(k, 0.0)
 
 
-def apply_overrides(cfg: PretrainedConfig, overrides: dict[str, Any]) -> dict[str, Any]:
-    """Apply registry `config` overrides; dotted keys walk into sub-configs."""
+# ---- applying overrides and re-constructing -------------------------------------------
+
+
+def apply_overrides(d: dict[str, Any], overrides: dict[str, Any], changes: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Apply registry `config` overrides to a config dict; dotted keys walk into sub-configs."""
     applied: dict[str, Any] = {}
     for key, value in (overrides or {}).items():
+        target = d
+        parts = key.split(".")
+        for part in parts[:-1]:
+            nxt = target.get(part)
+            if not isinstance(nxt, dict):
+                raise ValueError(f"config override {key!r}: {part!r} is not a sub-config")
+            target = nxt
+        target[parts[-1]] = copy.deepcopy(value)
+        applied[key] = value
+    if changes is not None:
+        changes.update(applied)
+    return applied
+
+
+def _field_names(cls: type) -> set[str] | None:
+    return {f.name for f in dataclasses.fields(cls)} if dataclasses.is_dataclass(cls) else None
+
+
+def _defaults(cls: type) -> dict[str, Any] | None:
+    try:
+        return cls().to_dict()
+    except Exception:
+        return None
+
+
+def init_kwargs(cfg: PretrainedConfig, d: dict[str, Any], changed: set[str], prefix: str = "") -> dict[str, Any]:
+    """Constructor arguments that rebuild `cfg` with the values of `d`: changed keys, and
+    values that differ from the class defaults; derived attributes (present on a default
+    instance but not constructor fields) are left for `__post_init__` to recompute."""
+    cls = type(cfg)
+    defaults = _defaults(cls)
+    fields = _field_names(cls)
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        if k in _NOT_KWARGS:
+            continue
+        sub = getattr(cfg, k, None)
+        if isinstance(sub, PretrainedConfig) and isinstance(v, dict):
+            out[k] = init_kwargs(sub, v, changed, prefix=f"{prefix}{k}.")
+            out[k]["model_type"] = v.get("model_type", sub.model_type)
+            continue
+        if prefix + k in changed or any(c.startswith(f"{prefix}{k}.") for c in changed):
+            out[k] = v
+        elif defaults is not None and k in defaults and defaults[k] == v:
+            continue
+        elif fields is not None and defaults is not None and k in defaults and k not in fields \
+                and f"_{k}" not in fields:  # `_out_indices` fields are set as `out_indices`
+            continue
+        else:
+            out[k] = v
+    return out
+
+
+def shrink_config(cfg: PretrainedConfig, size: str = "tiny", overrides: dict[str, Any] | None = None
+                  ) -> tuple[PretrainedConfig, dict[str, Any]]:
+    """A shrunk copy of `cfg` (with registry overrides), and the changes (dotted key -> value).
+
+    Re-construction through the config class runs its validation; when a config class
+    cannot be re-constructed that way, the values are set on a copy instead."""
+    d = cfg.to_dict()
+    changes = shrink_dict(d, size, cfg=cfg)
+    apply_overrides(d, overrides or {}, changes)
+    try:
+        return type(cfg)(**init_kwargs(cfg, d, set(changes))), changes
+    except Exception as first:
+        new = copy.deepcopy(cfg)
+        try:
+            _set_in_place(new, changes)
+        except Exception:
+            raise first from None
+        return new, changes
+
+
+def _set_in_place(cfg: PretrainedConfig, changes: dict[str, Any]) -> None:
+    for key, value in changes.items():
         target: Any = cfg
         parts = key.split(".")
         for part in parts[:-1]:
             target = getattr(target, part)
-            if isinstance(target, dict):
-                raise ValueError(f"override {key!r}: {part} is a dict, not a sub-config")
-        setattr(target, parts[-1], value)
-        applied[key] = value
-    return applied
+        if isinstance(target, dict):
+            target[parts[-1]] = value
+        else:
+            setattr(target, parts[-1], value)

@@ -1,0 +1,152 @@
+"""Builder: tiny models from configs build and run eager; shrink keeps constraints;
+recipes evaluate; missing optional packages are typed."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from transformers import AutoConfig
+
+from enablebot.build import MissingDependency, build_model, check_requires, missing_package_from
+from enablebot.coverage import CoverageItem, run_item, summarize, sweep_items
+from enablebot.inputs import build_inputs, eval_dim, recipe_tensor
+from enablebot.loss import loss_from_outputs
+from enablebot.registry import ArchEntry, Registry
+from enablebot.resolve import resolve
+from enablebot.shrink import shrink_config
+
+
+@pytest.fixture(scope="module")
+def registry(tmp_path_factory) -> Registry:
+    return Registry(path=tmp_path_factory.mktemp("reg") / "model_registry.yaml")
+
+
+@pytest.mark.parametrize("model_type,task", [
+    ("llama", "head"),        # decoder-only text, CausalLM
+    ("bert", "head"),         # encoder, MaskedLM
+    ("vit", "head"),          # vision, ImageClassification
+    ("whisper", "head"),      # audio encoder-decoder
+    ("mixtral", "base"),      # MoE
+    ("clip", "base"),         # dual encoder: both towers get inputs
+    ("qwen3_next", "base"),   # hybrid linear/full attention
+])
+def test_families_build_and_run_eager(model_type, task, registry):
+    r = run_item(model_type, task, "eval", registry=registry)
+    assert r.status == "ok", (r.stage, r.reason, r.where)
+    assert r.class_name and r.class_name.endswith(("Model", "LM", "Classification", "Generation"))
+
+
+def test_train_mode_runs_backward(registry):
+    r = run_item("gpt2", "head", "train", registry=registry)
+    assert r.status == "ok", r.reason
+
+
+def test_dual_encoder_gets_both_inputs(registry):
+    b = build_model(resolve("clip", registry), task="base")
+    x = build_inputs(b.model, b.config, b.modality, None)
+    assert {"input_ids", "pixel_values", "attention_mask"} <= set(x)
+    assert x["pixel_values"].shape[-1] == b.config.vision_config.image_size
+
+
+def _divisible(cfg) -> None:
+    heads = cfg.num_attention_heads
+    assert cfg.hidden_size % heads == 0
+    kv = getattr(cfg, "num_key_value_heads", None)
+    if kv:
+        assert heads % kv == 0
+
+
+@pytest.mark.parametrize("model_type", ["llama", "mistral", "qwen2", "gemma", "phi3"])
+def test_shrink_keeps_head_divisibility(model_type):
+    cfg, changes = shrink_config(AutoConfig.for_model(model_type), "tiny")
+    assert cfg.hidden_size <= 64 and cfg.num_hidden_layers <= 2
+    assert changes["num_hidden_layers"] == cfg.num_hidden_layers
+    _divisible(cfg)
+
+
+def test_shrink_keeps_expert_constraints():
+    cfg, _ = shrink_config(AutoConfig.for_model("mixtral"), "tiny")
+    assert cfg.num_local_experts <= 4 and 1 <= cfg.num_experts_per_tok <= cfg.num_local_experts
+    ds, _ = shrink_config(AutoConfig.for_model("deepseek_v3"), "tiny")
+    assert ds.n_routed_experts % ds.n_group == 0 and ds.topk_group <= ds.n_group
+    per_group = ds.n_routed_experts // ds.n_group
+    assert ds.num_experts_per_tok <= per_group * ds.topk_group
+    # MLA: the derived query head width is recomputed from the shrunk parts.
+    assert ds.qk_head_dim == ds.qk_nope_head_dim + ds.qk_rope_head_dim
+    assert ds.num_key_value_heads == ds.num_attention_heads
+
+
+def test_shrink_keeps_every_layer_kind():
+    full = AutoConfig.for_model("qwen3_next")
+    cfg, _ = shrink_config(full, "tiny")
+    assert set(cfg.layer_types) == set(full.layer_types)
+    assert len(cfg.layer_types) == cfg.num_hidden_layers <= 6
+
+
+def test_shrink_rescales_mrope_sections():
+    cfg, _ = shrink_config(AutoConfig.for_model("qwen2_vl"), "tiny")
+    tc = cfg.text_config
+    head_dim = tc.hidden_size // tc.num_attention_heads
+    assert sum(tc.rope_parameters["mrope_section"]) == head_dim // 2
+
+
+def test_overrides_reach_sub_configs_and_are_validated():
+    cfg, changes = shrink_config(AutoConfig.for_model("llava"), "tiny",
+                                 {"text_config.num_hidden_layers": 1, "vision_config.image_size": 28})
+    assert cfg.text_config.num_hidden_layers == 1 and cfg.vision_config.image_size == 28
+    assert changes["text_config.num_hidden_layers"] == 1
+
+
+def test_recipe_with_config_expressions():
+    cfg = AutoConfig.for_model("whisper")
+    assert eval_dim("2 * config.max_source_positions", config=cfg, batch=2, seq_len=8) == 3000
+    assert eval_dim("max(S, config.num_mel_bins // 10)", config=cfg, batch=2, seq_len=4) == 8
+    gen = torch.Generator().manual_seed(0)
+    t = recipe_tensor({"shape": ["B", "config.num_mel_bins", "S + 1"]}, config=cfg, batch=2, seq_len=5, gen=gen)
+    assert tuple(t.shape) == (2, 80, 6) and t.dtype == torch.float32
+    ids = recipe_tensor({"shape": ["B", "S"], "dtype": "long", "high": 7}, config=cfg, batch=3, seq_len=4, gen=gen)
+    assert ids.dtype == torch.long and int(ids.max()) < 7
+    with pytest.raises(ValueError):
+        eval_dim("__import__('os')", config=cfg, batch=2, seq_len=4)
+
+
+def test_recipe_replaces_generic_inputs(registry):
+    b = build_model(resolve("bert", registry), task="base")
+    recipe = {"drop": ["attention_mask"], "seq_len": 8,
+              "tensors": {"token_type_ids": {"shape": ["B", "S"], "dtype": "long", "high": 2}}}
+    x = build_inputs(b.model, b.config, b.modality, recipe)
+    assert "attention_mask" not in x and tuple(x["input_ids"].shape) == (2, 8)
+    assert int(x["token_type_ids"].max()) <= 1
+
+
+def test_unknown_optional_package_is_missing_dependency(tmp_path):
+    with pytest.raises(MissingDependency) as e:
+        check_requires(["enablebot_surely_absent_pkg"])
+    assert e.value.package == "enablebot_surely_absent_pkg"
+    reg = Registry(path=tmp_path / "r.yaml")
+    reg.upsert(ArchEntry(model_type="bert", requires=["enablebot_surely_absent_pkg"]))
+    r = run_item("bert", "base", "eval", registry=reg)
+    assert r.status == "missing_dependency" and r.package == "enablebot_surely_absent_pkg"
+    assert missing_package_from(ImportError("No module named 'natten.functional'")) == "natten"
+    assert missing_package_from(ImportError("FooModel requires the timm library but it was not found")) == "timm"
+
+
+def test_loss_from_outputs():
+    w = torch.ones(3, requires_grad=True)
+    out = {"logits": w * 2, "hidden": (w * 3, torch.arange(3))}
+    loss = loss_from_outputs(out)
+    assert float(loss) == pytest.approx(5.0)
+    own = {"loss": (w * 4).sum(), "logits": w}
+    assert float(loss_from_outputs(own)) == pytest.approx(12.0)
+    with pytest.raises(ValueError):
+        loss_from_outputs({"ids": torch.arange(3)})
+
+
+def test_sweep_items_and_summary():
+    items = sweep_items(["llama", "vitpose"], modes=("eval",))
+    assert ("llama", "base", "eval") in items and ("llama", "head", "eval") in items
+    assert ("vitpose", "base", "eval") in items  # no base nor head: its only class
+    rs = [CoverageItem("a", "base", "eval", "ok"), CoverageItem("b", "base", "eval", "eager_error"),
+          CoverageItem("c", "base", "eval", "missing_dependency")]
+    s = summarize(rs)
+    assert (s.ok, s.failed, s.missing, s.coverage) == (1, 1, 1, 0.5)
