@@ -19,7 +19,9 @@ app = typer.Typer(
 # One module per command group; each defines `register(app: typer.Typer) -> None`.
 COMMAND_MODULES = (
     "enablebot.commands.run",
+    "enablebot.commands.fix",
     "enablebot.commands.registry",
+    "enablebot.commands.sweep",
     "enablebot.commands.pr",
     "enablebot.commands.watch",
     "enablebot.commands.report",
@@ -28,7 +30,13 @@ COMMAND_MODULES = (
 
 def _register_all() -> None:
     for name in COMMAND_MODULES:
-        importlib.import_module(name).register(app)
+        try:
+            module = importlib.import_module(name)
+        except ImportError as e:
+            # e.g. the GPU machine lacks PyGithub: the other commands still work.
+            app.info.epilog = (app.info.epilog or "") + f" [{name.rsplit('.', 1)[-1]} unavailable: {e}]"
+            continue
+        module.register(app)
 
 
 def main() -> None:

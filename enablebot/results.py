@@ -173,6 +173,9 @@ class RunSpec(Serializable):
     numerics: bool = True
     timing: bool = True
     fullgraph_check: bool = True
+    # Dynamo pass of a sweep: fullgraph capture first, explain only when it fails; no
+    # Inductor, numerics or timing. Cheap enough for every architecture on CPU.
+    fast: bool = False
     trace_dir: str | None = None
     allow_remote_code: bool = False
     dynamo_config: dict[str, Any] = field(default_factory=dict)  # recipes set these

@@ -176,45 +176,33 @@ def _run_stages(spec: RunSpec, result: RunResult, say: Callable[[str], None], to
         model.train()
 
     with _stage("eager", "eager_error"):
-        fp64_model = copy.deepcopy(model).to(device=device, dtype=torch.float64)
         model = model.to(device=device, dtype=dtype)
         run_inputs = _to(inputs, device, dtype)
         step = make_step(model, run_inputs, spec.mode)
-        say("eager (twice) and the fp64 reference")
+        say("eager run")
         eager_out = step(model)
+    if spec.fast:
+        _dynamo_pass(spec, result, model, run_inputs, step, torch)
+        return
+    with _stage("eager", "eager_error"):
+        say("second eager run and the fp64 reference")
         eager_out2 = step(model)
         deterministic = numerics.outputs_equal(eager_out, eager_out2)
     fp64_out = None
     try:
-        fp64_inputs = _to(inputs, device, torch.float64)
-        fp64_out = make_step(fp64_model, fp64_inputs, spec.mode)(fp64_model)
+        fp64_model = copy.deepcopy(model).to(dtype=torch.float64)
+        fp64_out = make_step(fp64_model, _to(inputs, device, torch.float64), spec.mode)(fp64_model)
+        del fp64_model
     except Exception:  # noqa: BLE001 - some ops have no fp64 kernel: numerics falls back to cosine
         fp64_out = None
-    del fp64_model
 
     # 1. Every break, with its user frame, from Dynamo's explain.
     say("explain: collecting graph breaks")
-    torch._dynamo.reset()
-    try:
-        # Breaks happen while Dynamo traces the forward; the backward is AOT-traced whole.
-        grad_ctx = torch.no_grad() if spec.mode == "eval" else contextlib.nullcontext()
-        with grad_ctx:
-            ex = torch._dynamo.explain(model)(**run_inputs)
-        result.graph_breaks = graph_breaks.from_explain(ex)
-        result.explain_graphs, result.explain_breaks = ex.graph_count, ex.graph_break_count
-    except Exception as e:  # noqa: BLE001 - explain can fail where compile would too
-        result.error = _error("explain", e)
-
+    _explain(spec, result, model, run_inputs, torch)
     # 2. full_graph means torch.compile(fullgraph=True) captures it (Dynamo only: cheap backend).
     if spec.fullgraph_check:
         say("fullgraph=True capture check")
-        torch._dynamo.reset()
-        try:
-            step(torch.compile(model, fullgraph=True, backend="eager", dynamic=spec.dynamic or None))
-            result.fullgraph_ok = True
-        except Exception as e:  # noqa: BLE001
-            result.fullgraph_ok = False
-            result.fullgraph_error = graph_breaks.from_exception(e)
+        _fullgraph(spec, result, step, model, torch)
         result.explain_fullgraph_disagree = bool(
             result.explain_breaks is not None and (result.explain_breaks > 0) == bool(result.fullgraph_ok))
 
@@ -258,6 +246,58 @@ def _run_stages(spec: RunSpec, result: RunResult, say: Callable[[str], None], to
 
         result.timing = Timing()
     result.timing.compile_s = round(compile_s, 3)
+
+
+def _explain(spec: RunSpec, result: RunResult, model: Any, run_inputs: dict[str, Any], torch: Any) -> bool:
+    torch._dynamo.reset()
+    try:
+        # Breaks happen while Dynamo traces the forward; the backward is AOT-traced whole.
+        with torch.no_grad() if spec.mode == "eval" else contextlib.nullcontext():
+            ex = torch._dynamo.explain(model)(**run_inputs)
+    except Exception as e:  # noqa: BLE001 - explain can fail where compile would too
+        result.error = _error("explain", e)
+        return False
+    result.graph_breaks = graph_breaks.from_explain(ex)
+    result.explain_graphs, result.explain_breaks = ex.graph_count, ex.graph_break_count
+    return True
+
+
+def _fullgraph(spec: RunSpec, result: RunResult, step: Callable[[Any], Any], model: Any, torch: Any) -> None:
+    torch._dynamo.reset()
+    try:
+        step(torch.compile(model, fullgraph=True, backend="eager", dynamic=spec.dynamic or None))
+        result.fullgraph_ok = True
+    except Exception as e:  # noqa: BLE001 - the failure is the finding
+        result.fullgraph_ok = False
+        result.fullgraph_error = graph_breaks.from_exception(e)
+
+
+def _dynamo_pass(spec: RunSpec, result: RunResult, model: Any, run_inputs: dict[str, Any],
+                 step: Callable[[Any], Any], torch: Any) -> None:
+    """The sweep's cheap pass: explain (every break); a fullgraph capture only to confirm a
+    model explain found no break in (explain and fullgraph=True can disagree, on .item())."""
+    if not _explain(spec, result, model, run_inputs, torch):
+        result.verdict = "compile_error"
+        return
+    n = result.explain_breaks or 0
+    result.stats = CompileStats(graphs=result.explain_graphs or 0, graph_breaks=n,
+                                unique_graph_breaks=len(result.graph_breaks),
+                                breaks_by_type=_by_type(result.graph_breaks))
+    if n:
+        result.verdict = "graph_break"
+        return
+    _fullgraph(spec, result, step, model, torch)
+    result.verdict = "full_graph" if result.fullgraph_ok else "graph_break"
+    if not result.fullgraph_ok and result.fullgraph_error:
+        result.graph_breaks = [result.fullgraph_error]
+        result.explain_fullgraph_disagree = True
+
+
+def _by_type(breaks: list) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for b in breaks:
+        out[b.gb_type] = out.get(b.gb_type, 0) + b.count
+    return out
 
 
 def _stats(counters: Any, recompiles: int) -> CompileStats:

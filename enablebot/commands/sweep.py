@@ -1,0 +1,101 @@
+"""`enablebot sweep` and `enablebot merge`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("sweep")
+    def sweep(
+        out: Path = typer.Option(Path("results/sweep"), help="output directory (results.jsonl checkpoint, logs, reports)"),
+        pass_: str = typer.Option("dynamo", "--pass", help="dynamo: graph breaks over everything (cheap); inductor: numerics + speedup"),
+        device: str = typer.Option("cpu", help="cpu or cuda"),
+        mode: List[str] = typer.Option(["eval", "train"], help="eval and/or train (repeatable)"),
+        task: List[str] = typer.Option(["base", "head"], help="base and/or head (repeatable)"),
+        model: List[str] = typer.Option([], "--model", "-m", help="only these model types (repeatable; default: all)"),
+        models_file: Optional[Path] = typer.Option(None, help="only the model types listed in this file, one per line"),
+        shard: Optional[str] = typer.Option(None, help="i/n: run shard i of n (GitHub Actions matrix)"),
+        jobs: int = typer.Option(2, min=1, help="parallel isolated workers"),
+        timeout: float = typer.Option(300.0, help="per-model timeout, seconds"),
+        dtype: str = typer.Option("float32"),
+        size: str = typer.Option("tiny", help="tiny or small"),
+        batch_size: int = typer.Option(2, min=2),
+        seq_len: int = typer.Option(32, min=2),
+        repeats: int = typer.Option(10, min=1, help="timed repeats (inductor pass)"),
+        registry: Optional[Path] = typer.Option(None, help="model_registry.yaml (default: the repo's)"),
+        report: bool = typer.Option(True, help="write reports (Markdown, HTML, CSV, triage) when done"),
+        max_minutes: Optional[float] = typer.Option(None, help="start no new model after this long; rerun to resume"),
+    ) -> None:
+        """Run every architecture (or a shard of them); resumable: finished models are not redone."""
+        from ..registry import Registry
+        from ..sweep import PASSES, SweepOptions, parse_shard, plan, run_sweep
+
+        err = Console(stderr=True)
+        if pass_ not in PASSES:
+            raise typer.BadParameter(f"--pass must be one of {PASSES}")
+        try:
+            sh = parse_shard(shard)
+        except ValueError as e:
+            raise typer.BadParameter(str(e), param_hint="--shard")
+        reg = Registry.load(registry)
+        wanted = list(model)
+        if models_file:
+            wanted += [ln.strip() for ln in models_file.read_text().splitlines() if ln.strip() and not ln.startswith("#")]
+        unknown = [m for m in wanted if m not in reg]
+        if unknown:
+            err.print(f"[red]error:[/red] not in the registry: {', '.join(unknown)} (run `enablebot registry seed`)")
+            raise typer.Exit(2)
+        opts = SweepOptions(pass_=pass_, device=device, modes=tuple(mode), tasks=tuple(task), dtype=dtype, size=size,
+                            batch_size=batch_size, seq_len=seq_len, repeats=repeats, timeout_s=timeout,
+                            registry=str(reg.path))
+        items = plan(reg, opts, wanted or None, sh)
+        err.print(f"{len(items)} items ({pass_} pass, {device}){f', shard {shard}' if shard else ''} -> {out}")
+        with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                      TimeElapsedColumn(), TimeRemainingColumn(), TextColumn("{task.fields[last]}"),
+                      console=err, transient=False) as progress:
+            bar = progress.add_task("sweep", total=len(items), last="")
+
+            def on_result(r):
+                progress.update(bar, advance=1, last=f"{r.spec.model_id}/{r.spec.task}/{r.spec.mode}: {r.verdict}")
+
+            stats = run_sweep(items, opts, out, jobs=jobs, on_result=on_result, max_minutes=max_minutes)
+            progress.update(bar, completed=len(items))
+        rate = stats.ran / (stats.wall_s / 60) if stats.wall_s else 0.0
+        err.print(f"ran {stats.ran} (skipped {stats.skipped_done} already done) in {stats.wall_s:.0f} s "
+                  f"= {rate:.1f} models/min; {stats.verdicts}"
+                  + (f"; {stats.not_started} not started (time budget): rerun to resume" if stats.not_started else ""))
+        if report:
+            from ..reports import write_reports
+
+            paths = write_reports(out)
+            err.print("reports: " + ", ".join(str(p) for p in paths))
+
+    @app.command("merge")
+    def merge(
+        shards: List[Path] = typer.Argument(..., help="shard output directories"),
+        out: Path = typer.Option(..., help="merged output directory"),
+        report: bool = typer.Option(True, help="write reports for the merged results"),
+    ) -> None:
+        """Combine shard results into one result set (the same as one sweep would give)."""
+        from ..checkpoint import RESULTS_FILE, load_results, write_results
+
+        merged = {}
+        for d in shards:
+            f = d / RESULTS_FILE
+            if not f.exists():
+                Console(stderr=True).print(f"[red]error:[/red] {f} does not exist (is {d} a sweep output?)")
+                raise typer.Exit(2)
+            merged.update(load_results(f))
+        out.mkdir(parents=True, exist_ok=True)
+        write_results(out / RESULTS_FILE, merged.values())
+        Console(stderr=True).print(f"{len(merged)} results from {len(shards)} shards -> {out / RESULTS_FILE}")
+        if report:
+            from ..reports import write_reports
+
+            write_reports(out)

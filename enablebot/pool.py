@@ -1,0 +1,174 @@
+"""A pool of long-lived, isolated model workers for sweeps.
+
+Importing torch + transformers costs ~3 s a process, more than a Dynamo pass over
+one tiny model, so a sweep reuses worker processes. Isolation is kept: each worker
+is a separate process (spawned, own process group); when one dies (segfault, abort,
+OOM kill) or exceeds the per-model timeout, its model gets a `crash`/`timeout`
+result with the tail of that worker's log, the worker is replaced, and the other
+workers carry on. Workers are also recycled every `recycle_after` models so state
+that leaks between models (caches, memory) stays bounded.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import signal
+import time
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection, wait
+from pathlib import Path
+from typing import Callable, Iterable, Iterator
+
+from .isolation import _failed, _tail
+from .results import ErrorInfo, RunResult, RunSpec
+
+
+def _worker_main(conn: Connection, log_path: str, overlay_dir: str | None) -> None:
+    # Own process group: killing it also kills Inductor's compile workers.
+    os.setsid()
+    fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.environ["PYTHONUNBUFFERED"] = "1"
+    if overlay_dir:
+        from enablebot.fix.overlay import install_overlay
+
+        install_overlay(overlay_dir)
+    from enablebot.runner import run_spec
+
+    while True:
+        try:
+            msg = conn.recv()
+        except EOFError:
+            return
+        if msg is None:
+            return
+        spec = RunSpec.from_dict(msg)
+        print(f"=== {spec.model_id} {spec.task or ''} {spec.mode}", flush=True)
+        result = run_spec(spec, progress=lambda m: print("[enablebot] " + m, flush=True))
+        conn.send(result.to_dict())
+
+
+@dataclass
+class _Worker:
+    proc: mp.process.BaseProcess
+    conn: Connection
+    log_path: Path
+    done: int = 0
+    spec: RunSpec | None = None
+    started: float = 0.0
+    log_offset: int = 0
+
+
+@dataclass
+class WorkerPool:
+    jobs: int
+    log_dir: Path
+    recycle_after: int = 40
+    overlay_dir: str | None = None
+    _ctx: mp.context.SpawnContext = field(default_factory=lambda: mp.get_context("spawn"))
+    _serial: int = 0
+
+    def _spawn(self) -> _Worker:
+        self._serial += 1
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        log_path = self.log_dir / f"worker-{os.getpid()}-{self._serial}.log"
+        parent, child = self._ctx.Pipe()
+        proc = self._ctx.Process(target=_worker_main, args=(child, str(log_path), self.overlay_dir), daemon=True)
+        proc.start()
+        child.close()
+        return _Worker(proc=proc, conn=parent, log_path=log_path)
+
+    @staticmethod
+    def _kill(w: _Worker) -> None:
+        try:
+            os.killpg(w.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        w.proc.join(timeout=10)
+        w.conn.close()
+
+    def run(self, specs: Iterable[RunSpec], on_start: Callable[[RunSpec], None] | None = None,
+            should_stop: Callable[[], bool] | None = None) -> Iterator[RunResult]:
+        """Yield a RunResult per spec as they finish (not in input order). Once `should_stop()`
+        is true no new spec is started; those in flight finish."""
+        pending = list(specs)[::-1]
+        workers: list[_Worker] = []
+        try:
+            while pending or any(w.spec for w in workers):
+                if pending and should_stop and should_stop():
+                    pending.clear()
+                    if not any(w.spec for w in workers):
+                        break
+                # Hand out work.
+                while pending and len([w for w in workers if w.spec]) < self.jobs:
+                    idle = next((w for w in workers if w.spec is None), None)
+                    if idle is None:
+                        idle = self._spawn()
+                        workers.append(idle)
+                    spec = pending.pop()
+                    idle.spec, idle.started = spec, time.time()
+                    idle.log_offset = idle.log_path.stat().st_size if idle.log_path.exists() else 0
+                    idle.conn.send(spec.to_dict())
+                    if on_start:
+                        on_start(spec)
+                busy = [w for w in workers if w.spec]
+                deadline = min(w.started + w.spec.timeout_s for w in busy)
+                ready = wait([w.conn for w in busy] + [w.proc.sentinel for w in busy],
+                             timeout=max(0.05, min(deadline - time.time(), 1.0)))
+                for w in list(busy):
+                    result = self._collect(w, ready)
+                    if result is None:
+                        continue
+                    yield result
+                    w.spec = None
+                    w.done += 1
+                    if not w.proc.is_alive() or w.done >= self.recycle_after or result.verdict in ("crash", "timeout"):
+                        self._retire(w)
+                        workers.remove(w)
+        finally:
+            for w in workers:
+                self._retire(w)
+
+    def _collect(self, w: _Worker, ready: list) -> RunResult | None:
+        assert w.spec is not None
+        if w.conn in ready:
+            try:
+                return RunResult.from_dict(w.conn.recv())
+            except (EOFError, OSError):
+                pass  # died while sending: a crash, below
+        elif w.proc.sentinel not in ready and time.time() < w.started + w.spec.timeout_s:
+            return None
+        elapsed = round(time.time() - w.started, 3)
+        tail = _tail_since(w.log_path, w.log_offset)
+        if w.proc.is_alive() and time.time() >= w.started + w.spec.timeout_s:
+            self._kill(w)
+            info = ErrorInfo("child", "Timeout", f"no result after {w.spec.timeout_s:.0f} s; the worker was killed")
+            return _failed(w.spec, "timeout", info, tail, elapsed)
+        w.proc.join(timeout=5)
+        code = w.proc.exitcode
+        how = f"killed by {signal.Signals(-code).name}" if code and code < 0 else f"exited with status {code}"
+        return _failed(w.spec, "crash", ErrorInfo("child", "Crash", f"the model process {how}"), tail, elapsed)
+
+    def _retire(self, w: _Worker) -> None:
+        if w.proc.is_alive():
+            try:
+                w.conn.send(None)
+                w.proc.join(timeout=5)
+            except (OSError, BrokenPipeError):
+                pass
+        if w.proc.is_alive():
+            self._kill(w)
+        else:
+            w.conn.close()
+
+
+def _tail_since(path: Path, offset: int) -> str:
+    try:
+        with open(path, "rb") as f:
+            f.seek(offset)
+            data = f.read()
+    except OSError:
+        return _tail(path)
+    return data[-4000:].decode("utf-8", "replace")

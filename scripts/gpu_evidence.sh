@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# The CUDA evidence runs, on the GPU machine (torch 2.11 + transformers 5.17 there), from the
+# source tree. Usage: bash scripts/gpu_evidence.sh OUT_DIR {archs|inductor} [MAX_MINUTES]
+#   archs:    8 architectures across families at a realistic small size
+#             (hidden 512, 4 layers, batch 8, seq 512, bf16), one at a time so timings are clean.
+#   inductor: the Inductor pass (numerics + speedup) over every architecture, eval, task head,
+#             8 parallel isolated workers; resumable (rerun continues where it stopped).
+set -u
+out=${1:?OUT_DIR}; part=${2:?archs|inductor}; minutes=${3:-8}
+export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
+# 8 workers share 16 cores: bound each one's Inductor compile threads.
+export TORCHINDUCTOR_COMPILE_THREADS=${TORCHINDUCTOR_COMPILE_THREADS:-2}
+py=${PYTHON:-python3}
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
+case $part in
+  archs)
+    $py -m enablebot.cli sweep --pass inductor --device cuda --size small --batch-size 8 --seq-len 512 \
+      --dtype bfloat16 --mode eval --task head --jobs 1 --repeats 20 --timeout 300 \
+      -m llama -m gpt2 -m bert -m t5 -m vit -m whisper -m mixtral -m qwen2_moe --out "$out/cuda-archs-small-bf16" ;;
+  inductor)
+    $py -m enablebot.cli sweep --pass inductor --device cuda --mode eval --task head --jobs 8 --repeats 10 \
+      --timeout 180 --max-minutes "$minutes" --out "$out/cuda-inductor-tiny" ;;
+  *) echo "unknown part $part" >&2; exit 2 ;;
+esac
