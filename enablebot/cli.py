@@ -22,6 +22,7 @@ COMMAND_MODULES = (
     "enablebot.commands.fix",
     "enablebot.commands.registry",
     "enablebot.commands.sweep",
+    "enablebot.commands.check",
     "enablebot.commands.pr",
     "enablebot.commands.watch",
     "enablebot.commands.report",

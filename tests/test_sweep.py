@@ -1,0 +1,150 @@
+"""The sweep: isolated workers, resume after a kill, shards, reports and the baseline check.
+Real tiny models through the Dynamo pass (explain + fullgraph capture) on CPU."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from enablebot.baseline import Baseline, baseline_from, compare
+from enablebot.checkpoint import RESULTS_FILE, Checkpoint, load_results
+from enablebot.registry import ArchEntry, Registry
+from enablebot.sweep import SweepOptions, plan, run_sweep
+
+from conftest import ROOT
+
+MODELS = ["gpt2", "jetmoe", "llama", "mistral"]  # shard 1/2 gets three, 2/2 one
+
+
+def cli(*args, **kw):
+    return subprocess.run([sys.executable, "-m", "enablebot.cli", *args], capture_output=True, text=True,
+                          cwd=ROOT, timeout=900, **kw)
+
+
+def sweep_args(out, *extra):
+    args = ["sweep", "--out", str(out), "--mode", "eval", "--task", "head", "--jobs", "2", "--timeout", "240"]
+    for m in MODELS:
+        args += ["-m", m]
+    return args + list(extra)
+
+
+@pytest.fixture(scope="module")
+def full_sweep(tmp_path_factory):
+    out = tmp_path_factory.mktemp("full")
+    p = cli(*sweep_args(out))
+    assert p.returncode == 0, p.stderr
+    return out
+
+
+def test_sweep_results_and_reports(full_sweep):
+    results = load_results(full_sweep / RESULTS_FILE)
+    assert len(results) == len(MODELS)
+    verdicts = {r.spec.model_id: r.verdict for r in results.values()}
+    assert verdicts["gpt2"] == "full_graph" and verdicts["jetmoe"] == "graph_break"
+    for f in ("summary.json", "triage.json", "results.csv", "report.md", "report.html"):
+        assert (full_sweep / f).stat().st_size > 0
+    triage = json.loads((full_sweep / "triage.json").read_text())
+    top = triage[0]
+    assert top["gb_type"] == "Data dependent operator" and top["models"] == ["jetmoe"]
+    assert top["location"].endswith("modeling_jetmoe.py:forward") and top["classification"] == "config"
+    header = (full_sweep / "results.csv").read_text().splitlines()[0].split(",")
+    for col in ("name", "graph_breaks", "unique_graph_breaks", "speedup", "compilation_latency"):
+        assert col in header
+    assert "<img src='data:image/png;base64," in (full_sweep / "report.html").read_text()
+
+
+def test_shards_merge_to_the_same_result_as_one_sweep(full_sweep, tmp_path):
+    for i in (1, 2):
+        p = cli(*sweep_args(tmp_path / f"s{i}", "--shard", f"{i}/2", "--no-report"))
+        assert p.returncode == 0, p.stderr
+    sizes = [len(load_results(tmp_path / f"s{i}" / RESULTS_FILE)) for i in (1, 2)]
+    assert sum(sizes) == len(MODELS) and all(sizes)  # a real split, nothing lost
+    p = cli("merge", str(tmp_path / "s1"), str(tmp_path / "s2"), "--out", str(tmp_path / "merged"))
+    assert p.returncode == 0, p.stderr
+    merged = load_results(tmp_path / "merged" / RESULTS_FILE)
+    one = load_results(full_sweep / RESULTS_FILE)
+    view = lambda rs: {k: (r.verdict, r.stats.graph_breaks, [b.registry_id for b in r.graph_breaks]) for k, r in rs.items()}
+    assert view(merged) == view(one)
+
+
+def test_resume_after_a_killed_sweep_loses_and_repeats_nothing(tmp_path):
+    out = tmp_path / "killed"
+    proc = subprocess.Popen([sys.executable, "-m", "enablebot.cli", *sweep_args(out, "--jobs", "1", "--no-report")],
+                            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    ckpt = out / RESULTS_FILE
+    deadline = time.time() + 300
+    while time.time() < deadline and not (ckpt.exists() and ckpt.read_text().count("\n") >= 1):
+        time.sleep(0.5)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    before = load_results(ckpt)
+    assert 1 <= len(before) < len(MODELS)
+    with open(ckpt, "a") as f:  # the kill can also land mid-write: a torn last line
+        f.write('{"spec": {"model_id": "llama", "tas')
+    p = cli(*sweep_args(out, "--jobs", "1", "--no-report"))
+    assert p.returncode == 0, p.stderr
+    assert f"skipped {len(before)} already done" in " ".join(p.stderr.split())
+    after = load_results(ckpt)
+    assert set(after) == {f"{m}|head|cpu|eval|float32" for m in MODELS}
+    for k, r in before.items():  # finished results were kept, not redone
+        assert after[k].started_at == r.started_at
+    lines = [json.loads(ln) for ln in ckpt.read_text().splitlines() if ln.startswith('{"spec": {') is False and ln.strip()]
+    keys = [f"{d['spec']['model_id']}|{d['spec']['task']}|cpu|eval|float32" for d in lines]
+    assert len(keys) == len(set(keys)) == len(MODELS)
+
+
+def test_a_crashing_and_a_hanging_worker_do_not_stop_the_sweep(tmp_path):
+    reg = Registry.load(ROOT / "model_registry.yaml")
+    for model, hook in (("gpt2", "abort"), ("bert", "hang")):
+        e = reg.get(model)
+        reg.upsert(ArchEntry.from_dict({**e.to_dict(), "hook": f"enablebot.testing.faults:{hook}"}))
+    reg.save(tmp_path / "reg.yaml")
+    opts = SweepOptions(modes=("eval",), tasks=("head",), timeout_s=20, registry=str(tmp_path / "reg.yaml"))
+    items = plan(reg, opts, ["gpt2", "bert", "llama"])
+    stats = run_sweep(items, opts, tmp_path / "out", jobs=2)
+    res = {r.spec.model_id: r for r in load_results(tmp_path / "out" / RESULTS_FILE).values()}
+    assert stats.ran == 3
+    assert res["gpt2"].verdict == "crash" and "SIGABRT" in res["gpt2"].error.message
+    assert res["bert"].verdict == "timeout"
+    assert res["llama"].verdict == "full_graph"
+
+
+def test_check_passes_on_its_baseline_and_fails_on_a_planted_regression(full_sweep, tmp_path):
+    b = tmp_path / "baseline.json"
+    assert cli("check", str(full_sweep), "--baseline", str(b), "--update").returncode == 0
+    p = cli("check", str(full_sweep), "--baseline", str(b))
+    assert p.returncode == 0, p.stdout + p.stderr
+    base = Baseline.load(b)
+    # planted: the baseline says jetmoe compiled to one graph; the real result breaks
+    key = "jetmoe|head|cpu|eval|float32"
+    base.entries[key].verdict, base.entries[key].graph_breaks = "full_graph", 0
+    base.save(b)
+    p = cli("check", str(full_sweep), "--baseline", str(b))
+    assert p.returncode == 1 and "jetmoe" in p.stdout and "full_graph -> graph_break" in p.stdout
+    base.entries[key].flaky = True  # flaky models are reported, not failed on
+    base.save(b)
+    p = cli("check", str(full_sweep), "--baseline", str(b))
+    assert p.returncode == 0 and "Flaky" in p.stdout
+
+
+def test_check_reports_improvements_and_fewer_breaks():
+    from enablebot.results import CompileStats, RunResult, RunSpec, Versions
+
+    r = RunResult(spec=RunSpec(model_id="jetmoe", task="head"), verdict="graph_break",
+                  versions=Versions(torch="t", transformers="x"), stats=CompileStats(graph_breaks=3))
+    base = baseline_from([r])
+    r2 = RunResult.from_dict(r.to_dict())
+    r2.verdict, r2.stats.graph_breaks = "full_graph", 0
+    rep = compare([r2], base)
+    assert not rep.failed and rep.improvements and rep.improvements[0].what == "graph_break -> full_graph"
+
+
+def test_torn_checkpoint_line_is_ignored(tmp_path):
+    (tmp_path / RESULTS_FILE).write_text('{"spec": {"model_id": "x"')
+    ck = Checkpoint(tmp_path)
+    assert ck.done == {} and (tmp_path / RESULTS_FILE).read_text().endswith("\n")
