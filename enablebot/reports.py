@@ -40,6 +40,11 @@ class SweepSummary(Serializable):
     devices: list[str] = field(default_factory=list)
     missing_dependency: dict[str, list[str]] = field(default_factory=dict)  # package -> models
     failures: list[dict] = field(default_factory=list)  # every create/eager/crash/timeout with its reason
+    # Where the time goes: per-model wall time in the worker (build, eager, explain, compile, ...).
+    model_seconds_total: float = 0.0
+    model_seconds_p50: float | None = None
+    model_seconds_p90: float | None = None
+    slowest: list[dict] = field(default_factory=list)
 
 
 def accuracy(r: RunResult) -> str:
@@ -88,6 +93,13 @@ def summarize(results: list[RunResult]) -> SweepSummary:
             s.failures.append({"key": r.key, "verdict": r.verdict, "stage": r.error.stage if r.error else "",
                                "error": f"{r.error.type}: {msg}" if r.error else ""})
     s.missing_dependency = {k: sorted(v) for k, v in sorted(missing.items())}
+    durations = sorted(r.duration_s for r in results)
+    if durations:
+        s.model_seconds_total = round(sum(durations), 1)
+        s.model_seconds_p50 = round(statistics.median(durations), 2)
+        s.model_seconds_p90 = round(durations[int(0.9 * (len(durations) - 1))], 2)
+        s.slowest = [{"key": r.key, "seconds": r.duration_s, "verdict": r.verdict}
+                     for r in sorted(results, key=lambda r: -r.duration_s)[:8]]
     s.failures.sort(key=lambda f: f["key"])
     return s
 
@@ -126,6 +138,10 @@ def markdown(summary: SweepSummary, clusters: list[Cluster], results: list[RunRe
         lines.append(f"- numerics pass (fp64 reference): {s.numerics_pass_rate:.1%}")
     if s.speedup_median is not None:
         lines.append(f"- speedup median {s.speedup_median:.2f}x, geomean {s.speedup_geomean:.2f}x")
+    if s.model_seconds_p50 is not None:
+        lines.append(f"- time per model: median {s.model_seconds_p50:.1f} s, p90 {s.model_seconds_p90:.1f} s, "
+                     f"total {s.model_seconds_total:.0f} s of worker time; slowest: "
+                     + ", ".join(f"{d['key'].split('|')[0]} ({d['seconds']:.0f} s)" for d in s.slowest[:5]))
     lines += ["", "## Status per modality", "", "| modality | " + " | ".join(OK_VERDICTS) + " | other |", "|---|---|---|---|"]
     for fam, c in sorted(_family_table(results).items()):
         other = sum(n for v, n in c.items() if v not in OK_VERDICTS)

@@ -274,8 +274,10 @@ def _fullgraph(spec: RunSpec, result: RunResult, step: Callable[[Any], Any], mod
 
 def _dynamo_pass(spec: RunSpec, result: RunResult, model: Any, run_inputs: dict[str, Any],
                  step: Callable[[Any], Any], torch: Any) -> None:
-    """The sweep's cheap pass: explain (every break); a fullgraph capture only to confirm a
-    model explain found no break in (explain and fullgraph=True can disagree, on .item())."""
+    """The sweep's cheap pass: one explain (every break, with user frames). A model with one
+    graph and no break is full_graph: explain and fullgraph=True disagree only the other way
+    (a break explain reports that fullgraph=True captures, as with .item()). With
+    `spec.fullgraph_check`, breaking models also get the fullgraph=True check for that case."""
     if not _explain(spec, result, model, run_inputs, torch):
         result.verdict = "compile_error"
         return
@@ -283,14 +285,10 @@ def _dynamo_pass(spec: RunSpec, result: RunResult, model: Any, run_inputs: dict[
     result.stats = CompileStats(graphs=result.explain_graphs or 0, graph_breaks=n,
                                 unique_graph_breaks=len(result.graph_breaks),
                                 breaks_by_type=_by_type(result.graph_breaks))
-    if n:
-        result.verdict = "graph_break"
-        return
-    _fullgraph(spec, result, step, model, torch)
-    result.verdict = "full_graph" if result.fullgraph_ok else "graph_break"
-    if not result.fullgraph_ok and result.fullgraph_error:
-        result.graph_breaks = [result.fullgraph_error]
-        result.explain_fullgraph_disagree = True
+    result.verdict = "graph_break" if n or (result.explain_graphs or 0) > 1 else "full_graph"
+    if result.verdict == "graph_break" and spec.fullgraph_check:
+        _fullgraph(spec, result, step, model, torch)
+        result.explain_fullgraph_disagree = bool(result.fullgraph_ok)
 
 
 def _by_type(breaks: list) -> dict[str, int]:

@@ -41,6 +41,7 @@ class SweepOptions:
     timeout_s: float = 300.0
     registry: str | None = None
     backend: str | None = None  # default: eager for dynamo, inductor for inductor
+    fullgraph_check: bool = False  # dynamo pass: also run fullgraph=True on breaking models
 
 
 @dataclass
@@ -107,7 +108,7 @@ def to_spec(item: SweepItem, opts: SweepOptions) -> RunSpec:
                    backend=opts.backend or ("eager" if fast else "inductor"), size=opts.size,
                    batch_size=opts.batch_size, seq_len=opts.seq_len, repeats=opts.repeats,
                    warmup=min(5, opts.repeats), timeout_s=opts.timeout_s, fast=fast, numerics=not fast,
-                   timing=not fast, registry=opts.registry)
+                   timing=not fast, registry=opts.registry, fullgraph_check=opts.fullgraph_check or not fast)
 
 
 def spec_key(spec: RunSpec) -> str:

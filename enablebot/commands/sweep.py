@@ -31,6 +31,7 @@ def register(app: typer.Typer) -> None:
         registry: Optional[Path] = typer.Option(None, help="model_registry.yaml (default: the repo's)"),
         report: bool = typer.Option(True, help="write reports (Markdown, HTML, CSV, triage) when done"),
         max_minutes: Optional[float] = typer.Option(None, help="start no new model after this long; rerun to resume"),
+        fullgraph_check: bool = typer.Option(False, help="dynamo pass: also try fullgraph=True on breaking models"),
     ) -> None:
         """Run every architecture (or a shard of them); resumable: finished models are not redone."""
         from ..registry import Registry
@@ -53,7 +54,7 @@ def register(app: typer.Typer) -> None:
             raise typer.Exit(2)
         opts = SweepOptions(pass_=pass_, device=device, modes=tuple(mode), tasks=tuple(task), dtype=dtype, size=size,
                             batch_size=batch_size, seq_len=seq_len, repeats=repeats, timeout_s=timeout,
-                            registry=str(reg.path))
+                            registry=str(reg.path), fullgraph_check=fullgraph_check)
         items = plan(reg, opts, wanted or None, sh)
         err.print(f"{len(items)} items ({pass_} pass, {device}){f', shard {shard}' if shard else ''} -> {out}")
         with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
