@@ -48,6 +48,11 @@ class Baseline(Serializable):
         atomic_write_text(Path(path), json.dumps(d, indent=1, sort_keys=False) + "\n")
 
 
+def baseline_name(r: RunResult) -> str:
+    """One baseline per device and torch version: cpu-torch-2.13.0.json."""
+    return f"{r.spec.device}-torch-{r.versions.torch.split('+')[0]}.json"
+
+
 def expected_from(r: RunResult) -> Expected:
     return Expected(verdict=r.verdict, graph_breaks=r.stats.graph_breaks if r.stats else None,
                     numerics_passed=r.numerics.passed if r.numerics else None)

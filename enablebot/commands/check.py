@@ -1,8 +1,9 @@
-"""`enablebot check RESULTS --baseline FILE`: fail on regressions against expected results."""
+"""`enablebot check RESULTS`: fail on regressions against expected results."""
 
 from __future__ import annotations
 
 import os
+from collections import defaultdict
 from pathlib import Path
 
 import typer
@@ -14,12 +15,14 @@ def register(app: typer.Typer) -> None:
     @app.command("check")
     def check(
         results: Path = typer.Argument(..., help="a sweep or merge output directory (results.jsonl)"),
-        baseline: Path = typer.Option(..., help="expected results, one file per torch version and device"),
-        update: bool = typer.Option(False, "--update", help="refresh the baseline from these results (keeps flaky marks)"),
+        baseline: Path = typer.Option(None, help="expected results file (default: one per device and torch "
+                                                 "version, BASELINE_DIR/<device>-torch-<version>.json)"),
+        baseline_dir: Path = typer.Option(Path("baselines"), help="where the per-device, per-version baselines live"),
+        update: bool = typer.Option(False, "--update", help="write/refresh the baseline(s) from these results (keeps flaky marks)"),
         strict: bool = typer.Option(False, help="also fail on improvements (until the baseline is refreshed)"),
     ) -> None:
         """Exit 1 on a regression (full_graph -> break, ran -> error, numerics pass -> fail, more breaks)."""
-        from ..baseline import Baseline, baseline_from, compare
+        from ..baseline import Baseline, baseline_from, baseline_name, compare
         from ..checkpoint import RESULTS_FILE, load_results
 
         err = Console(stderr=True)
@@ -27,27 +30,33 @@ def register(app: typer.Typer) -> None:
         if not f.exists():
             err.print(f"[red]error:[/red] {f} does not exist: pass a sweep/merge output directory")
             raise typer.Exit(2)
-        rs = list(load_results(f).values())
-        old = None
-        if baseline.exists():
+        groups: dict[Path, list] = defaultdict(list)
+        for r in load_results(f).values():
+            groups[baseline or baseline_dir / baseline_name(r)].append(r)
+        if not groups:
+            err.print(f"[red]error:[/red] {f} holds no results")
+            raise typer.Exit(2)
+        failed = False
+        summary = os.environ.get("GITHUB_STEP_SUMMARY")
+        for path, rs in sorted(groups.items()):
             try:
-                old = Baseline.load(baseline)
+                old = Baseline.load(path) if path.exists() else None
             except ValueError as e:
                 err.print(f"[red]error:[/red] {e}")
                 raise typer.Exit(2)
-        if update:
-            baseline_from(rs, old).save(baseline)
-            err.print(f"baseline written: {baseline} ({len(rs)} runs)")
-            return
-        if old is None:
-            err.print(f"[red]error:[/red] {baseline}: no such baseline; create it with --update")
-            raise typer.Exit(2)
-        rep = compare(rs, old)
-        md = rep.markdown()
-        Console().print(Markdown(md))
-        summary = os.environ.get("GITHUB_STEP_SUMMARY")
-        if summary:
-            with open(summary, "a", encoding="utf-8") as fh:
-                fh.write(md)
-        if rep.failed or (strict and rep.improvements):
+            if update:
+                baseline_from(rs, old).save(path)
+                err.print(f"baseline written: {path} ({len(rs)} runs)")
+                continue
+            if old is None:
+                err.print(f"[red]error:[/red] {path}: no such baseline; create it with `enablebot check {results} --update`")
+                raise typer.Exit(2)
+            rep = compare(rs, old)
+            md = f"### {path.name}\n\n" + rep.markdown()
+            Console().print(Markdown(md))
+            if summary:
+                with open(summary, "a", encoding="utf-8") as fh:
+                    fh.write(md)
+            failed |= rep.failed or (strict and bool(rep.improvements))
+        if failed:
             raise typer.Exit(1)

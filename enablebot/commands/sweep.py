@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import List, Optional
 
@@ -76,6 +77,24 @@ def register(app: typer.Typer) -> None:
 
             paths = write_reports(out)
             err.print("reports: " + ", ".join(str(p) for p in paths))
+
+    from .report import report_app
+
+    @report_app.command("sweep")
+    def report_sweep(results: Path = typer.Argument(..., help="a sweep or merge output directory")) -> None:
+        """(Re)write the Markdown, HTML, CSV, summary and triage reports of a sweep directory."""
+        from ..checkpoint import RESULTS_FILE
+        from ..reports import write_reports
+
+        if not (results / RESULTS_FILE).exists():
+            Console(stderr=True).print(f"[red]error:[/red] {results / RESULTS_FILE} does not exist")
+            raise typer.Exit(2)
+        for p in write_reports(results):
+            print(p)
+        summary = os.environ.get("GITHUB_STEP_SUMMARY")
+        if summary:
+            with open(summary, "a", encoding="utf-8") as fh:
+                fh.write((results / "report.md").read_text(encoding="utf-8"))
 
     @app.command("merge")
     def merge(
