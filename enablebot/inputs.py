@@ -13,9 +13,13 @@ A registry entry's `inputs` recipe adds or replaces tensors as data:
         input_features: {shape: [B, config.num_mel_bins, "2 * config.max_source_positions"]}
         image_grid_thw: {value: [[1, 4, 4]], repeat_batch: true, dtype: long}
         bbox: {rule: bbox}            # one of the generic rules below, by name
+        input_values: {rule: input_values, unsqueeze: 1}      # ... with a channel axis
+        input_features: {rule: input_features, transpose: [1, 2]}  # ... frames first
       kwargs: {return_loss: false}    # non-tensor arguments
       seq_len: 16
       replace: true                   # only the recipe's tensors
+      by_class:                       # per model class, merged over the above
+        WhisperForConditionalGeneration: {drop: [decoder_attention_mask]}
 
 Shape entries are ints, `B` (batch), `S` (sequence length), or arithmetic over
 `config.<path>` attributes with + - * // % and max()/min(). Batch is >= 2 so that
@@ -240,9 +244,49 @@ def _patchified(ctx: Ctx) -> Any:
 
     c = ctx.config
     patch = int(_first(c, ("patch_size",), _VISION_SUBS, 14))
-    tp = int(_first(c, ("temporal_patch_size",), _VISION_SUBS, 1))
+    tp = int(_first(c, ("temporal_patch_size", "patch_temporal"), _VISION_SUBS, 1))
     h, w = _patch_grid(ctx)
     return torch.randn(ctx.batch * h * w, _channels(c) * tp * patch * patch, generator=ctx.gen)
+
+
+def _features_mask(ctx: Ctx) -> Any:
+    """Ones over the frames of `input_features` (whichever axis is not the feature axis)."""
+    import torch
+
+    feats = ctx.out.get("input_features")
+    if feats is None:
+        return torch.ones(ctx.batch, ctx.seq_len, dtype=torch.long)
+    mels = _first(ctx.config, ("num_mel_bins", "n_mels"), _AUDIO_SUBS)
+    frames = feats.shape[-1] if mels is not None and feats.shape[1] == int(mels) else feats.shape[1]
+    return torch.ones(feats.shape[0], frames, dtype=torch.long)
+
+
+def _embeds(ctx: Ctx) -> Any:
+    """Hidden-state inputs a forward requires (`inputs_embeds`, `*_embeds`, `*hidden_states`):
+    (batch, seq, hidden) of the text model."""
+    import torch
+
+    tc = _text_config(ctx.config)
+    hidden = _first(tc, ("hidden_size", "d_model", "n_embd", "dim")) or _first(ctx.config, ("hidden_size", "d_model"), (), 64)
+    return torch.randn(ctx.batch, ctx.seq_len, int(hidden), generator=ctx.gen)
+
+
+def rule_for(name: str) -> Callable[[Ctx], Any] | None:
+    """The generic rule for an argument name: exact names first, then name patterns."""
+    if name in RULES:
+        return RULES[name]
+    if name.endswith("_embeds") or name.endswith("hidden_states"):
+        return _embeds
+    if name.startswith("prompt_") and name[len("prompt_"):] in RULES:
+        return RULES[name[len("prompt_"):]]  # prompt images/masks shaped like the inputs
+    return None
+
+
+def _merge_sizes(ctx: Ctx) -> Any:
+    import torch
+
+    merge = int(_first(ctx.config, ("spatial_merge_size", "merge_size"), _VISION_SUBS, 1) or 1)
+    return torch.full((ctx.batch,), merge, dtype=torch.long)
 
 
 def _decoder_ids(ctx: Ctx) -> Any:
@@ -264,6 +308,10 @@ RULES: dict[str, Callable[[Ctx], Any]] = {
     "grid_thw": _grid_thw,
     "image_grid_thw": _grid_thw,
     "patchified": _patchified,
+    "merge_sizes": _merge_sizes,
+    "input_features_mask": _features_mask,
+    "inputs_embeds": _embeds,
+    "masks": _pixel_values,
 }
 
 
@@ -313,13 +361,15 @@ def default_inputs(model: Any, config: Any, modality: str, *, batch: int, seq_le
     """Generic inputs; names in `skip` (given or dropped by a recipe) are left out."""
     ctx = Ctx(model=model, config=config, batch=batch, seq_len=seq_len, gen=gen, out={})
     names = [n for n in wanted_inputs(model, config, modality) if n not in skip]
-    if "grid_thw" in names and "hidden_states" in names:
-        names[names.index("hidden_states")] = "patchified"
+    # A (t, h, w) patch grid means the image comes already cut into flattened patches.
+    patch_arg = None
+    if "grid_thw" in names or "image_grid_thw" in names:
+        patch_arg = next((n for n in ("hidden_states", "pixel_values") if n in names), None)
     for name in names:
-        rule = RULES.get(name)
+        rule = RULES["patchified"] if name == patch_arg else rule_for(name)
         if rule is None:
             raise ValueError(f"no generic input for {type(model).__name__}.{name}; add an `inputs` recipe to the registry")
-        ctx.out["hidden_states" if name == "patchified" else name] = rule(ctx)
+        ctx.out[name] = rule(ctx)
     return ctx.out
 
 
@@ -337,9 +387,16 @@ def recipe_tensor(spec: dict[str, Any], *, config: Any, batch: int, seq_len: int
     import torch
 
     if "rule" in spec:
-        if ctx is None or spec["rule"] not in RULES:
+        rule = rule_for(spec["rule"])
+        if ctx is None or rule is None:
             raise ValueError(f"unknown input rule {spec['rule']!r}; known: {', '.join(sorted(RULES))}")
-        return RULES[spec["rule"]](ctx)
+        t = rule(ctx)
+        # Layout adjustments of a generic tensor: frames-first features, a channel axis.
+        if "transpose" in spec:
+            t = t.transpose(*spec["transpose"]).contiguous()
+        if "unsqueeze" in spec:
+            t = t.unsqueeze(int(spec["unsqueeze"]))
+        return t
     if "value" in spec:
         t = torch.tensor(spec["value"], dtype=_dtype(spec.get("dtype"), None))
         if spec.get("repeat_batch"):
@@ -363,7 +420,7 @@ def build_inputs(model: Any, config: Any, modality: str, recipe: dict[str, Any] 
     import torch
 
     gen = torch.Generator().manual_seed(seed)
-    recipe = recipe or {}
+    recipe = for_class(recipe or {}, type(model).__name__)
     seq_len = int(recipe.get("seq_len", seq_len))
     batch = int(recipe.get("batch", batch))
     skip = set(recipe.get("drop", [])) | set(recipe.get("tensors") or {}) | set(recipe.get("kwargs") or {})
@@ -376,4 +433,21 @@ def build_inputs(model: Any, config: Any, modality: str, recipe: dict[str, Any] 
         out[name] = recipe_tensor(spec, config=config, batch=batch, seq_len=seq_len, gen=gen, ctx=ctx)
     for name, value in (recipe.get("kwargs") or {}).items():
         out[name] = value
+    for name in recipe.get("drop", []):
+        out.pop(name, None)
     return out
+
+
+def for_class(recipe: dict[str, Any], class_name: str) -> dict[str, Any]:
+    """The recipe for one model class: `by_class: {ClassName: {...}}` entries are merged
+    over the shared recipe (tensors and kwargs by name; drop lists added)."""
+    special = (recipe.get("by_class") or {}).get(class_name)
+    if not special:
+        return recipe
+    merged = {k: v for k, v in recipe.items() if k != "by_class"}
+    for key in ("tensors", "kwargs"):
+        if key in special:
+            merged[key] = {**(recipe.get(key) or {}), **special[key]}
+    merged["drop"] = list(recipe.get("drop", [])) + list(special.get("drop", []))
+    merged.update({k: v for k, v in special.items() if k not in ("tensors", "kwargs", "drop")})
+    return merged

@@ -54,15 +54,16 @@ class SizeProfile:
     state: int
     queries: int
     source_positions: int
+    sliding_window: int
 
 
 PROFILES = {
     "tiny": SizeProfile(layers=2, hidden=64, heads=4, kv_heads=2, ffn=128, experts=4, vocab=1024,
                         image=32, patch_max=8, max_pos=512, head_dim=16, lora_rank=32, state=16, queries=16,
-                        source_positions=64),
+                        source_positions=64, sliding_window=16),
     "small": SizeProfile(layers=4, hidden=512, heads=8, kv_heads=4, ffn=1536, experts=8, vocab=8192,
                          image=224, patch_max=16, max_pos=2048, head_dim=64, lora_rank=128, state=64, queries=100,
-                         source_positions=1500),
+                         source_positions=1500, sliding_window=256),
 }
 
 LAYER_KEYS = (
@@ -89,7 +90,7 @@ EXPERT_GROUP_KEYS = {"n_group", "num_expert_group"}
 TOPK_GROUP_KEYS = {"topk_group"}
 # Head widths: `head_dim`, `d_kv`, and every `*_head_dim` (MLA's qk_rope/qk_nope/v, indexers,
 # linear-attention key/value heads, state-space heads).
-_HEAD_DIM_RE = re.compile(r"^(head_dim|d_kv|d_head|attention_head_dim|kv_channels)$|_head_dim$|_d_head$")
+_HEAD_DIM_RE = re.compile(r"^(head_dim|d_kv|d_head|attention_head_dim|kv_channels|rotary_dim)$|_head_dim$|_d_head$")
 _DERIVED_HEAD_DIM = {"qk_head_dim"}  # = qk_nope_head_dim + qk_rope_head_dim, recomputed
 LORA_RE = re.compile(r"_lora_rank$")
 STATE_KEYS = {"mamba_d_state", "state_size", "ssm_state_size", "d_state"}
@@ -205,11 +206,25 @@ def shrink_dict(d: dict[str, Any], size: str = "tiny", changes: dict[str, Any] |
         shrink_dict(v, size, changes, prefix=f"{prefix}{k}.",
                     cfg=sub if isinstance(sub, PretrainedConfig) else None)
     _follow_sub_widths(lv, subs, p)
+    _follow_own_width(lv, p)
     return changes
 
 
+def _follow_own_width(lv: _Level, p: SizeProfile) -> None:
+    """Widths and conv groups equal to this level's hidden size follow it when it shrinks
+    (a codec's `upsample_groups`, a `projection_dim` tied to the hidden size)."""
+    hk = next((k for k in HIDDEN_KEYS if _int(lv.orig.get(k)) and lv.orig[k] != lv.d.get(k)), None)
+    if hk is None:
+        return
+    old, new = lv.orig[hk], lv.d[hk]
+    for k, v in list(lv.d.items()):
+        if (_int(v) and v == old and lv.prefix + k not in lv.changes and k not in HIDDEN_KEYS
+                and (_WIDTH_NAME.search(k) or k.endswith("groups")) and not _NOT_WIDTH.search(k)):
+            lv.set(k, new)
+
+
 _WIDTH_NAME = re.compile(r"hidden|_dim$|_size$|channels")
-_NOT_WIDTH = re.compile(r"vocab|image|patch|position|window|kernel|stride|batch|chunk|pool|grid|sample")
+_NOT_WIDTH = re.compile(r"vocab|image|patch|position|window|kernel|stride|batch|chunk|pool|grid|sampling")
 
 
 def _follow_sub_widths(lv: _Level, subs: list[tuple[str, dict, dict]], p: SizeProfile) -> None:
@@ -461,6 +476,11 @@ def _misc(lv: _Level, p: SizeProfile) -> None:
             unit = math.lcm(*patch) * (2 ** stages if stages > 1 else 1)
             new = max(p.image - p.image % unit, unit * 2 if stages <= 1 else unit)
             lv.set(k, new if len(lst) == 1 else [new] * len(lst))
+    # Sliding-window layers need a window; some defaults leave it unset.
+    kinds = d.get("layer_types")
+    if "sliding_window" in d and d["sliding_window"] is None and isinstance(kinds, list) \
+            and any("sliding" in str(x) for x in kinds):
+        lv.set("sliding_window", p.sliding_window)
     for k in QUERY_KEYS:
         lv.cap(k, p.queries)
     for k in SOURCE_POS_KEYS:
@@ -519,6 +539,9 @@ def init_kwargs(cfg: PretrainedConfig, d: dict[str, Any], changed: set[str], pre
             continue
         sub = getattr(cfg, k, None)
         if isinstance(sub, PretrainedConfig) and isinstance(v, dict):
+            if not any(c.startswith(f"{prefix}{k}.") for c in changed) and defaults is not None \
+                    and defaults.get(k) == v:
+                continue  # an untouched default sub-config: the parent makes it as before
             out[k] = init_kwargs(sub, v, changed, prefix=f"{prefix}{k}.")
             out[k]["model_type"] = v.get("model_type", sub.model_type)
             continue
