@@ -163,10 +163,14 @@ def test_cli_run_from_local_config_writes_json(tmp_path):
     cfg.save_pretrained(tmp_path / "model")
     out = tmp_path / "r.json"
     p = cli("run", str(tmp_path / "model" / "config.json"), "--device", "cpu", "--backend", "aot_eager",
-            "--repeats", "2", "--warmup", "1", "--json", str(out))
+            "--repeats", "2", "--warmup", "1", "--json", str(out), "--trace", str(tmp_path / "trace"))
     assert p.returncode == 0, p.stderr
     data = json.loads(out.read_text())
     assert data["verdict"] == "full_graph" and data["model_class"] == "LlamaForCausalLM"
     assert data["versions"]["torch"] and data["versions"]["transformers"]
     assert data["timing"]["speedup"] > 0 and data["numerics"]["passed"] is True
     assert "full_graph" in p.stdout and "speedup" in p.stdout
+    # --trace keeps torch's structured trace (what tlparse reads) and the JSON points to it
+    assert data["trace_dir"] == str(tmp_path / "trace")
+    logs = list((tmp_path / "trace").glob("*.log"))
+    assert logs and "dynamo_start" in logs[0].read_text()
