@@ -148,3 +148,18 @@ def test_torn_checkpoint_line_is_ignored(tmp_path):
     (tmp_path / RESULTS_FILE).write_text('{"spec": {"model_id": "x"')
     ck = Checkpoint(tmp_path)
     assert ck.done == {} and (tmp_path / RESULTS_FILE).read_text().endswith("\n")
+
+
+def test_registry_record_stores_each_architectures_status(full_sweep, tmp_path):
+    import shutil
+
+    reg_path = tmp_path / "reg.yaml"
+    shutil.copy(ROOT / "model_registry.yaml", reg_path)
+    p = cli("registry", "record", str(full_sweep), "--registry", str(reg_path))
+    assert p.returncode == 0, p.stderr
+    reg = Registry.load(reg_path)
+    jet, gpt = reg.get("jetmoe").status["cpu/eval"], reg.get("gpt2").status["cpu/eval"]
+    assert jet["verdict"] == "graph_break" and gpt["verdict"] == "full_graph"
+    assert jet["torch"] and jet["transformers"]
+    # the Dynamo pass judges no numerics, so nothing counts as supported yet
+    assert gpt["supported_at"] is None and gpt["numerics_passed"] is None

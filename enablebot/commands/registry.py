@@ -24,4 +24,30 @@ def register(app: typer.Typer) -> None:
             f"{len(reg)} architectures, {len(added)} added; {'written' if changed else 'unchanged'}: {reg.path}"
         )
 
+    @reg_app.command("record")
+    def record(
+        results: Path = typer.Argument(..., help="a sweep or merge output directory (results.jsonl)"),
+        registry: Path = typer.Option(None, "--registry", help="Registry file (default: the repo's model_registry.yaml)"),
+        task: str = typer.Option("head", help="whose result stands for the architecture: head or base"),
+    ) -> None:
+        """Record each architecture's latest verdict per device/mode in the registry (for the
+        dashboard and time-to-support; `supported_at` is set once and never moved)."""
+        from ..checkpoint import RESULTS_FILE, load_results
+        from ..registry import Registry
+        from ..support import record_status
+
+        f = results / RESULTS_FILE
+        if not f.exists():
+            Console(stderr=True).print(f"[red]error:[/red] {f} does not exist")
+            raise typer.Exit(2)
+        reg = Registry.load(registry)
+        n = 0
+        for r in sorted(load_results(f).values(), key=lambda r: r.started_at):
+            entry = reg.get(r.spec.model_id)
+            if entry is not None and (r.spec.task or "head") == task:
+                record_status(entry, r)
+                n += 1
+        changed = reg.save()
+        Console(stderr=True).print(f"{n} statuses recorded; {'written' if changed else 'unchanged'}: {reg.path}")
+
     app.add_typer(reg_app, name="registry")
