@@ -333,6 +333,10 @@ def wanted_inputs(model: Any, config: Any, modality: str) -> list[str]:
         if n in params and n not in names:
             names.append(n)
 
+    if isinstance(main, (list, tuple)):  # several main inputs (e.g. image and task)
+        for n in main:
+            want(n)
+        main = main[0] if main else "input_ids"
     if main in params:
         want(main)
     elif modality == "vision" and "pixel_values" in params:
@@ -341,19 +345,103 @@ def wanted_inputs(model: Any, config: Any, modality: str) -> list[str]:
         want("input_ids")
     for n in _required(model):
         want(n)
-    has_image_token = bool(_first(config, ("image_token_id", "image_token_index"), ("text_config",)))
-    if "input_ids" in names and "pixel_values" in params and not has_image_token and modality == "multimodal":
-        want("pixel_values")  # dual encoders (CLIP-like) run both towers
-    if "pixel_values" in names and "input_ids" in params and modality == "multimodal" and not has_image_token:
+    # Dual encoders (CLIP-like: text and image towers, no image placeholder token) run
+    # both towers; models that merge images at placeholder tokens get text only unless a
+    # recipe adds images with their tokens.
+    has_image_token = _first(config, ("image_token_id", "image_token_index"), ("text_config",)) is not None
+    if not has_image_token and {"input_ids", "pixel_values"} <= params and ({"input_ids", "pixel_values"} & set(names)):
         want("input_ids")
+        want("pixel_values")
+    if has_image_token and "pixel_values" in names:
+        want("input_ids")  # image placeholders go in the text (see add_image_tokens)
     if "input_ids" in names:
         want("attention_mask")
         want("bbox")  # layout models: boxes per token
+    if "input_features" in names:
+        want("input_features_mask")
     if "qformer_input_ids" in names:
         want("qformer_attention_mask")
     if getattr(config, "is_encoder_decoder", False):
         want("decoder_input_ids")
     return names
+
+
+_IMAGE_TOKEN_KEYS = ("image_token_id", "image_token_index")
+
+
+def _image_features_fn(model: Any) -> Any:
+    for obj in (model, getattr(model, "model", None)):
+        fn = getattr(obj, "get_image_features", None)
+        if fn is not None:
+            return fn
+    return None
+
+
+def image_token_count(model: Any, ctx: Ctx) -> int | None:
+    """How many placeholder tokens one image takes: the rows of projected image features
+    (`get_image_features(...).pooler_output`, per image) the model merges into the text.
+    None when the model has no such function or it does not run on these inputs."""
+    import torch
+
+    fn = _image_features_fn(model)
+    if fn is None:
+        return None
+    kwargs = {}
+    for name, p in inspect.signature(fn).parameters.items():
+        if name in ctx.out:
+            kwargs[name] = ctx.out[name]
+        elif p.default is p.empty and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY):
+            rule = rule_for(name)
+            if rule is None:
+                return None
+            kwargs[name] = ctx.out[name] = rule(ctx)
+    try:
+        with torch.no_grad():
+            out = fn(**kwargs)
+    except Exception:
+        return None
+    feats = out.get("pooler_output") if hasattr(out, "get") else out
+    if isinstance(feats, (list, tuple)) and feats and torch.is_tensor(feats[0]):
+        return int(feats[0].shape[0]) if feats[0].dim() == 2 else int(feats[0].shape[-2])
+    if torch.is_tensor(feats):
+        return int(feats.shape[1]) if feats.dim() == 3 else int(feats.shape[0]) // ctx.batch
+    return None
+
+
+def add_image_tokens(model: Any, ctx: Ctx) -> bool:
+    """Give a model that merges images at placeholder tokens real images: pixel values and,
+    in every sample, as many placeholder tokens as one image's features. False (and
+    nothing added) when the count cannot be found: the text-only path is used."""
+    import torch
+
+    token = _first(ctx.config, _IMAGE_TOKEN_KEYS, ("text_config",))
+    ids = ctx.out.get("input_ids")
+    if token is None or ids is None:
+        return False
+    saved = dict(ctx.out)
+    ctx.out.setdefault("pixel_values", _pixel_values(ctx))
+    n = image_token_count(model, ctx)
+    if not n:
+        ctx.out.clear()
+        ctx.out.update(saved)
+        return False
+    seq = max(ids.shape[1], n + 8)
+    ids = _ids(ctx, seq)
+    ids[:, 1:1 + n] = int(token)
+    ctx.out["input_ids"] = ids
+    if "attention_mask" in ctx.out:
+        ctx.out["attention_mask"] = torch.ones(ids.shape, dtype=torch.long)
+    return True
+
+
+def _image_sizes(ctx: Ctx) -> Any:
+    import torch
+
+    h, w = _image_hw(ctx.config)
+    return torch.tensor([[h, w]] * ctx.batch, dtype=torch.long)
+
+
+RULES["image_sizes"] = _image_sizes
 
 
 def default_inputs(model: Any, config: Any, modality: str, *, batch: int, seq_len: int, gen: Any,
@@ -370,6 +458,10 @@ def default_inputs(model: Any, config: Any, modality: str, *, batch: int, seq_le
         if rule is None:
             raise ValueError(f"no generic input for {type(model).__name__}.{name}; add an `inputs` recipe to the registry")
         ctx.out[name] = rule(ctx)
+    params = inspect.signature(model.forward).parameters
+    if "input_ids" in ctx.out and "pixel_values" in params and "pixel_values" not in skip \
+            and _first(config, _IMAGE_TOKEN_KEYS, ("text_config",)) is not None:
+        add_image_tokens(model, ctx)
     return ctx.out
 
 
@@ -422,6 +514,10 @@ def build_inputs(model: Any, config: Any, modality: str, recipe: dict[str, Any] 
     gen = torch.Generator().manual_seed(seed)
     recipe = for_class(recipe or {}, type(model).__name__)
     seq_len = int(recipe.get("seq_len", seq_len))
+    # Text no longer than the learned position table (CLIP-like text towers have 16-77).
+    maxpos = _first(_text_config(config), ("max_position_embeddings", "n_positions", "max_seq_len"))
+    if isinstance(maxpos, int) and 2 <= maxpos < seq_len:
+        seq_len = maxpos
     batch = int(recipe.get("batch", batch))
     skip = set(recipe.get("drop", [])) | set(recipe.get("tensors") or {}) | set(recipe.get("kwargs") or {})
     out = {} if recipe.get("replace") else default_inputs(model, config, modality, batch=batch, seq_len=seq_len,

@@ -163,6 +163,7 @@ class _Level:
 
     def __init__(self, d: dict[str, Any], changes: dict[str, Any], prefix: str, derived: frozenset[str]):
         self.d, self.orig, self.changes, self.prefix, self.derived = d, dict(d), changes, prefix, derived
+        self.token_ids: tuple[int, ...] = ()
 
     def set(self, key: str, value: Any) -> None:
         if key in self.derived:
@@ -183,7 +184,7 @@ class _Level:
 
 
 def shrink_dict(d: dict[str, Any], size: str = "tiny", changes: dict[str, Any] | None = None,
-                prefix: str = "", cfg: PretrainedConfig | None = None) -> dict[str, Any]:
+                prefix: str = "", cfg: PretrainedConfig | None = None, token_ids: tuple[int, ...] = ()) -> dict[str, Any]:
     """Shrink a config dict (as `to_dict()` gives) in place; returns the changes (dotted keys).
 
     With `cfg` (the config object `d` came from), attributes its class derives are left
@@ -193,6 +194,8 @@ def shrink_dict(d: dict[str, Any], size: str = "tiny", changes: dict[str, Any] |
     if cfg is not None:
         _explicit_defaults(cfg, d)
     lv = _Level(d, changes, prefix, _derived(type(cfg)) if cfg is not None else frozenset())
+    # Special tokens of enclosing configs (a VLM's image token) index this level's vocab too.
+    lv.token_ids = tuple(token_ids) + tuple(_token_ids(d))
     _heads(lv, p)
     _widths(lv, p)
     _layers(lv, p)
@@ -204,7 +207,7 @@ def shrink_dict(d: dict[str, Any], size: str = "tiny", changes: dict[str, Any] |
     for k, v, _ in subs:
         sub = getattr(cfg, k, None) if cfg is not None else None
         shrink_dict(v, size, changes, prefix=f"{prefix}{k}.",
-                    cfg=sub if isinstance(sub, PretrainedConfig) else None)
+                    cfg=sub if isinstance(sub, PretrainedConfig) else None, token_ids=lv.token_ids)
     _follow_sub_widths(lv, subs, p)
     _follow_own_width(lv, p)
     return changes
@@ -218,9 +221,13 @@ def _follow_own_width(lv: _Level, p: SizeProfile) -> None:
         return
     old, new = lv.orig[hk], lv.d[hk]
     for k, v in list(lv.d.items()):
-        if (_int(v) and v == old and lv.prefix + k not in lv.changes and k not in HIDDEN_KEYS
-                and (_WIDTH_NAME.search(k) or k.endswith("groups")) and not _NOT_WIDTH.search(k)):
+        if (lv.prefix + k in lv.changes or k in HIDDEN_KEYS or _NOT_WIDTH.search(k)
+                or not (_WIDTH_NAME.search(k) or k.endswith("groups"))):
+            continue
+        if _int(v) and v == old:
             lv.set(k, new)
+        elif isinstance(v, (list, tuple)) and v and all(_int(x) and x == old for x in v):
+            lv.set(k, [new] * len(v))  # e.g. a decoder's per-level input channels
 
 
 _WIDTH_NAME = re.compile(r"hidden|_dim$|_size$|channels")
@@ -377,10 +384,15 @@ def _layers(lv: _Level, p: SizeProfile) -> None:
     for k in OUT_INDEX_KEYS:
         lst = lv.ints(k)
         if lst and len(keep) < n and max(lst) > new_n:
-            top = new_n if max(lst) >= n else new_n - 1  # 1-based (stage names) or 0-based
-            lv.set(k, list(range(max(top - len(lst) + 1, 0), top + 1)))
+            # Backbones index stage names (0 = stem, so layers are 1-based); plain index
+            # lists (DPT's `backbone_out_indices`) count layers from 0.
+            one_based = max(lst) >= n or "stage_names" in d or "out_features" in d
+            top = new_n if one_based else new_n - 1
+            lv.set(k, list(range(max(top - len(lst) + 1, 1 if one_based else 0), top + 1)))
             if isinstance(d.get("out_features"), list):
-                lv.set("out_features", [f"stage{i}" for i in d[k]])
+                lv.set("out_features", None)  # re-derived from the indices
+            if isinstance(d.get("stage_names"), list):
+                lv.set("stage_names", None)
     for k in LEADING_DENSE_KEYS:
         if _int(d.get(k)) and d[k] > 1:
             lv.set(k, 1)
@@ -460,10 +472,11 @@ def _misc(lv: _Level, p: SizeProfile) -> None:
     # Vocab: small, but above every special token id the config refers to.
     for k in VOCAB_KEYS:
         v = d.get(k)
+        need = max(lv.token_ids + (0,)) + 1  # every special token id must be a valid index
         if v is None and k in d and "hidden_size" in d:
-            lv.set(k, p.vocab)  # left to a tokenizer in the full config; a model needs a number
-        elif _int(v) and v > p.vocab:
-            lv.set(k, max(p.vocab, max(_token_ids(d) + [0]) + 1))
+            lv.set(k, max(p.vocab, need))  # left to a tokenizer in the full config
+        elif _int(v) and (v > p.vocab or v < need):
+            lv.set(k, max(min(v, p.vocab), need))
     # Hierarchical vision models halve the resolution per stage: the image must keep the
     # last stage at least 2x2 patches, and attention windows must fit in it.
     stages = max((len(v) for k, v in d.items() if k in {"depths"} | HEAD_KEYS and isinstance(v, list)), default=0)
