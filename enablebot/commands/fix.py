@@ -1,0 +1,142 @@
+"""`enablebot fix MODEL_ID`: turn logged graph breaks into verified recipes or patches.
+`enablebot verify BUNDLE_DIR...`: re-verify fix bundles here (CI on a bot PR)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+
+def _split(values: Optional[list[str]]) -> Optional[list[str]]:
+    if values is None:
+        return None
+    out = [v.strip() for item in values for v in item.split(",") if v.strip()]
+    return out
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("fix")
+    def fix(
+        model_id: str = typer.Argument(..., help="model_type, class name, Hub repo or config.json path"),
+        out: Path = typer.Option(Path("fixes"), "--out", help="bundle directory root (one bundle per model/cluster)"),
+        cluster: Optional[str] = typer.Option(None, help="only this cluster: key, registry id (GB0033) or type substring"),
+        from_triage: Optional[Path] = typer.Option(None, "--from-triage", help="triage / run JSON naming the breaks to fix"),
+        attempts: int = typer.Option(3, min=1, max=20, help="LLM attempts per cluster"),
+        llm_model: Optional[str] = typer.Option(None, "--llm-model", envvar="ENABLEBOT_LLM_MODEL",
+                                                help="model name at OPENAI_BASE_URL; without it: recipes only"),
+        max_tokens: int = typer.Option(4096, "--max-tokens", min=256, help="completion tokens per LLM call"),
+        max_total_tokens: Optional[int] = typer.Option(200_000, "--max-total-tokens", help="token budget per cluster"),
+        budget_usd: Optional[float] = typer.Option(None, "--budget-usd", help="cost budget per cluster (needs prices)"),
+        usd_per_mtok_in: float = typer.Option(0.0, "--usd-per-mtok-in", help="price of 1M prompt tokens"),
+        usd_per_mtok_out: float = typer.Option(0.0, "--usd-per-mtok-out", help="price of 1M completion tokens"),
+        device: str = typer.Option("cpu", help="cpu or cuda"),
+        backend: str = typer.Option("inductor", help="torch.compile backend for the checks"),
+        batch_size: int = typer.Option(2, min=2),
+        seq_len: int = typer.Option(32, min=2),
+        task: Optional[str] = typer.Option(None, help="base, head, or a class name (default: the registry's head)"),
+        repeats: int = typer.Option(20, min=1, help="timed repeats (median)"),
+        timeout: float = typer.Option(900.0, help="wall-clock limit per model process, seconds"),
+        max_clusters: int = typer.Option(3, min=1, help="clusters to work on (most frequent first)"),
+        speed_threshold: float = typer.Option(0.95, help="min before/after compiled-time ratio"),
+        sample_models: Optional[list[str]] = typer.Option(None, "--sample-models",
+                                                          help="other architectures to re-check (comma-separated)"),
+        no_recipes: bool = typer.Option(False, "--no-recipes", help="skip Dynamo config recipes"),
+        always_agent: bool = typer.Option(False, "--always-agent", help="ask the LLM even when a recipe verified"),
+    ) -> None:
+        """Reproduce MODEL_ID's graph breaks, try Dynamo config recipes, ask an LLM for a patch
+        (applied in an overlay, never to site-packages), verify, and write a bundle per cluster."""
+        from ..fix.llm import Budget, LLMClient
+        from ..fix.loop import FixOptions, fix_model
+        from ..fix.verify import VerifyOptions
+        from ..resolve import UsageError, resolve
+
+        err = Console(stderr=True)
+        if device not in ("cpu", "cuda"):
+            raise typer.BadParameter("device must be cpu or cuda", param_hint="--device")
+        if from_triage and not from_triage.is_file():
+            err.print(f"[red]error:[/red] {from_triage}: no such file (write one with `enablebot triage` or `run --json`)")
+            raise typer.Exit(2)
+        try:
+            resolve(model_id)
+        except UsageError as e:
+            err.print(f"[red]error:[/red] {e}")
+            raise typer.Exit(2)
+        budget = Budget(max_total_tokens=max_total_tokens, max_usd=budget_usd, usd_per_mtok_in=usd_per_mtok_in,
+                        usd_per_mtok_out=usd_per_mtok_out)
+        if budget_usd is not None and not (usd_per_mtok_in or usd_per_mtok_out):
+            err.print("[red]error:[/red] --budget-usd needs --usd-per-mtok-in / --usd-per-mtok-out to count cost")
+            raise typer.Exit(2)
+        llm = LLMClient.from_env(llm_model, max_tokens=max_tokens, budget=budget)
+        if llm is None:
+            err.print("[yellow]no LLM configured[/yellow] (set OPENAI_BASE_URL or OPENAI_API_KEY, and --llm-model): "
+                      "trying Dynamo config recipes only")
+        opts = FixOptions(out_dir=out, cluster=cluster, from_triage=from_triage, attempts=attempts,
+                          spec={"device": device, "backend": backend, "batch_size": batch_size, "seq_len": seq_len,
+                                "task": task, "repeats": repeats, "timeout_s": timeout},
+                          max_clusters=max_clusters, recipes=not no_recipes, always_agent=always_agent,
+                          verify=VerifyOptions(speed_threshold=speed_threshold, sample_models=_split(sample_models)))
+        with err.status(f"[bold]{model_id}[/bold]: starting") as status:
+            outcomes = fix_model(model_id, opts, llm=llm, say=lambda m: status.update(f"[bold]{model_id}[/bold]: {m}"))
+        table = Table(title=f"enablebot fix {model_id}")
+        for col in ("cluster", "status", "kind", "bundle", "note"):
+            table.add_column(col)
+        for o in outcomes:
+            table.add_row(o.cluster, o.status, o.kind or "–", o.bundle_dir or "–", o.message)
+        Console().print(table)
+        if any(o.status == "error" for o in outcomes):
+            raise typer.Exit(1)
+
+    @app.command("verify")
+    def verify(
+        bundles: list[Path] = typer.Argument(..., help="fix bundle directories (with bundle.json)"),
+        device: str = typer.Option("cpu", help="cpu or cuda"),
+        speed_threshold: float = typer.Option(0.95, help="min unpatched/patched compiled-time ratio"),
+        sample_models: Optional[list[str]] = typer.Option(None, "--sample-models",
+                                                          help="other architectures to re-check (comma-separated)"),
+        backend: Optional[str] = typer.Option(None, help="override the bundle's torch.compile backend"),
+        summary: Optional[Path] = typer.Option(None, help="also write the Markdown summary here"),
+        json_path: Optional[Path] = typer.Option(None, "--json", help="write the verifications as JSON here"),
+    ) -> None:
+        """Re-run each bundle's model unpatched and with the bundle's patch (overlay) or recipe:
+        same checks as `fix`. Writes a Markdown summary (to GITHUB_STEP_SUMMARY when set);
+        exits 1 when any bundle fails."""
+        from ..fix.bundle import FixBundle
+        from ..fix.overlay import PatchApplyError
+        from ..fix.patchguard import PatchRejected
+        from ..fix.report import verify_summary
+        from ..fix.verify import verify_bundle
+
+        err = Console(stderr=True)
+        for b in bundles:
+            try:
+                FixBundle.load(b)
+            except (FileNotFoundError, ValueError) as e:
+                err.print(f"[red]error:[/red] {e}")
+                raise typer.Exit(2)
+        results = []
+        cache: dict = {}  # unpatched runs shared by bundles of the same model
+        for b in bundles:
+            with err.status(f"verifying {b}"):
+                try:
+                    ver = verify_bundle(b, device=device, speed_threshold=speed_threshold,
+                                        sample_models=_split(sample_models), backend=backend, cache=cache)
+                    results.append((str(b), ver, ""))
+                except (PatchRejected, PatchApplyError, ValueError) as e:
+                    results.append((str(b), None, f"{type(e).__name__}: {e}"))
+        text = verify_summary(results)
+        Console().print(text, markup=False, highlight=False)
+        targets = [p for p in (summary, Path(os.environ["GITHUB_STEP_SUMMARY"]) if os.environ.get("GITHUB_STEP_SUMMARY") else None) if p]
+        for t in targets:
+            with open(t, "a", encoding="utf-8") as f:
+                f.write(text)
+        if json_path:
+            json_path.write_text(json.dumps([{"bundle": n, "error": e, "verification": v.to_dict() if v else None}
+                                             for n, v, e in results], indent=1), encoding="utf-8")
+        if not all(v is not None and v.passed for _, v, _ in results):
+            raise typer.Exit(1)

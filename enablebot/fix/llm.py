@@ -1,0 +1,191 @@
+"""The LLM behind the patch agent: the real `openai` client against any OpenAI-compatible
+endpoint (`OPENAI_BASE_URL`, `OPENAI_API_KEY`), with bounded retries, token and cost
+accounting under a budget, and a transcript with secrets redacted.
+
+The client's own retries are off (max_retries=0) so that every attempt, wait and failure
+is ours to count and log; 429 and 5xx (and connection errors) are retried with exponential
+backoff, honouring Retry-After, at most `retries` times.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..results import Serializable
+
+
+class LLMUnavailable(RuntimeError):
+    """No endpoint configured, or it kept failing; the loop falls back to recipes only."""
+
+
+class BudgetExceeded(RuntimeError):
+    pass
+
+
+@dataclass
+class Budget(Serializable):
+    """Caps on one fix run. Cost needs prices (USD per million tokens); without them only
+    the token cap applies."""
+
+    max_total_tokens: int | None = None
+    max_usd: float | None = None
+    usd_per_mtok_in: float = 0.0
+    usd_per_mtok_out: float = 0.0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    @property
+    def usd(self) -> float:
+        return (self.prompt_tokens * self.usd_per_mtok_in + self.completion_tokens * self.usd_per_mtok_out) / 1e6
+
+    def charge(self, prompt: int, completion: int) -> None:
+        self.prompt_tokens += prompt
+        self.completion_tokens += completion
+
+    def exhausted(self) -> str | None:
+        """Why no further call may be made, or None."""
+        if self.max_total_tokens is not None and self.total_tokens >= self.max_total_tokens:
+            return f"token budget spent ({self.total_tokens} >= {self.max_total_tokens})"
+        if self.max_usd is not None and self.usd >= self.max_usd:
+            return f"cost budget spent (${self.usd:.4f} >= ${self.max_usd:.4f})"
+        return None
+
+
+# Values of these environment variables never reach a transcript or a log.
+SECRET_ENV = ("OPENAI_API_KEY", "GITHUB_TOKEN", "GH_TOKEN", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "ANTHROPIC_API_KEY")
+_TOKEN_RE = re.compile(r"\b(?:sk-[A-Za-z0-9_\-]{8,}|gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}|hf_[A-Za-z0-9]{20,})")
+_BEARER_RE = re.compile(r"(Bearer\s+)[^\s\"']+", re.I)
+
+
+def redact(text: str, secrets: tuple[str, ...] | list[str] = ()) -> str:
+    """Remove secret values (explicit, from SECRET_ENV, or token-shaped) from text."""
+    values = [s for s in secrets if s] + [os.environ[k] for k in SECRET_ENV if os.environ.get(k)]
+    for v in sorted(set(values), key=len, reverse=True):
+        if len(v) >= 4:
+            text = text.replace(v, "[REDACTED]")
+    text = _TOKEN_RE.sub("[REDACTED]", text)
+    return _BEARER_RE.sub(r"\1[REDACTED]", text)
+
+
+class Transcript:
+    """Append-only JSONL of prompts, responses and events; every record is redacted."""
+
+    def __init__(self, path: str | Path | None, secrets: tuple[str, ...] = ()):
+        self.path = Path(path) if path else None
+        self.secrets = secrets
+        self.records: list[dict[str, Any]] = []
+        if self.path:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+
+    def add(self, kind: str, **data: Any) -> None:
+        record = json.loads(redact(json.dumps({"kind": kind, "t": round(time.time(), 3), **data}, default=str),
+                                   self.secrets))
+        self.records.append(record)
+        if self.path:
+            with self.path.open("a", encoding="utf-8") as f:
+                f.write(json.dumps(record, sort_keys=True) + "\n")
+
+
+@dataclass
+class LLMReply:
+    text: str
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    finish_reason: str | None = None
+    retries: int = 0
+
+
+@dataclass
+class LLMClient:
+    model: str
+    base_url: str | None = None
+    api_key: str | None = None
+    max_tokens: int = 4096
+    temperature: float = 0.0
+    retries: int = 4
+    backoff_s: float = 1.0
+    max_backoff_s: float = 20.0
+    timeout_s: float = 300.0
+    budget: Budget = field(default_factory=Budget)
+    transcript: Transcript | None = None
+
+    @staticmethod
+    def from_env(model: str | None, **kw: Any) -> "LLMClient | None":
+        """A client when an endpoint and a model are configured, else None (recipes only)."""
+        base_url = kw.pop("base_url", None) or os.environ.get("OPENAI_BASE_URL")
+        api_key = kw.pop("api_key", None) or os.environ.get("OPENAI_API_KEY")
+        if not model or not (base_url or api_key):
+            return None
+        return LLMClient(model=model, base_url=base_url, api_key=api_key, **kw)
+
+    def _client(self) -> Any:
+        from openai import OpenAI
+
+        # A local endpoint may need no key; the client insists on one being set.
+        return OpenAI(base_url=self.base_url, api_key=self.api_key or "unused", max_retries=0, timeout=self.timeout_s)
+
+    def chat(self, messages: list[dict[str, str]]) -> LLMReply:
+        import openai
+
+        why = self.budget.exhausted()
+        if why:
+            raise BudgetExceeded(why)
+        client = self._client()
+        attempt = 0
+        while True:
+            try:
+                resp = client.chat.completions.create(model=self.model, messages=messages,
+                                                      max_tokens=self.max_tokens, temperature=self.temperature)
+                break
+            except (openai.RateLimitError, openai.InternalServerError, openai.APIConnectionError, ValueError) as e:
+                # ValueError: a body that is not JSON (a proxy's error page, a truncated reply).
+                status = getattr(e, "status_code", None)
+                self._log("llm_error", status=status, error=type(e).__name__, message=str(e)[:300], attempt=attempt)
+                if attempt >= self.retries:
+                    raise LLMUnavailable(f"LLM endpoint failed {attempt + 1} times: {type(e).__name__}: {e}") from e
+                time.sleep(self._delay(e, attempt))
+                attempt += 1
+            except openai.APIStatusError as e:  # 4xx other than 429: retrying will not help
+                self._log("llm_error", status=e.status_code, error=type(e).__name__, message=str(e)[:300])
+                raise LLMUnavailable(f"LLM endpoint refused the request: {e.status_code} {type(e).__name__}") from e
+            except openai.APIResponseValidationError as e:
+                raise LLMUnavailable(f"LLM endpoint sent a malformed response: {e}") from e
+        # Untrusted structure: a compatible server may omit usage or choices.
+        usage = getattr(resp, "usage", None)
+        pt = int(getattr(usage, "prompt_tokens", 0) or 0)
+        ct = int(getattr(usage, "completion_tokens", 0) or 0)
+        self.budget.charge(pt, ct)
+        choices = getattr(resp, "choices", None) or []
+        choice = choices[0] if choices else None
+        message = getattr(choice, "message", None)
+        text = str(getattr(message, "content", "") or "")
+        reply = LLMReply(text=text, prompt_tokens=pt, completion_tokens=ct,
+                         finish_reason=getattr(choice, "finish_reason", None), retries=attempt)
+        self._log("llm_call", model=self.model, messages=messages, response=text, prompt_tokens=pt,
+                  completion_tokens=ct, finish_reason=reply.finish_reason, retries=attempt)
+        return reply
+
+    def _delay(self, err: Exception, attempt: int) -> float:
+        delay = min(self.backoff_s * (2 ** attempt), self.max_backoff_s)
+        response = getattr(err, "response", None)
+        retry_after = response.headers.get("retry-after") if response is not None else None
+        try:
+            if retry_after is not None:
+                delay = min(max(float(retry_after), 0.0), self.max_backoff_s)
+        except ValueError:
+            pass
+        return delay
+
+    def _log(self, kind: str, **data: Any) -> None:
+        if self.transcript is not None:
+            self.transcript.add(kind, **data)

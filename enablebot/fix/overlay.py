@@ -1,0 +1,217 @@
+"""Apply a patch to COPIES of installed files and make a process import those copies.
+
+The installed site-packages are never written. `build_overlay(diff, overlay_dir)` maps each
+upstream path of the diff (`torch/_dynamo/...` for pytorch, `src/transformers/...` for
+transformers) to the installed file, applies the hunks to a copy under `overlay_dir`, and
+writes `manifest.json` (module name -> patched copy). `install_overlay(overlay_dir)` puts a
+finder first on `sys.meta_path` so that importing those modules loads the copies; it must
+run before torch / transformers are imported (the child worker calls it first thing).
+
+Hunks apply strictly: context and removed lines must match the installed text exactly; only
+the position may differ from the hunk header (LLMs miscount lines), as with `patch`'s offset
+search without fuzz. The canonical diff (recomputed from the copies) is what a PR carries.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import json
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..registry import atomic_write_text
+from ..results import Serializable
+
+MANIFEST = "manifest.json"
+# Upstream repo layout -> installed package: (upstream prefix, top-level package).
+_LAYOUT = (("torch/", "torch"), ("src/transformers/", "transformers"))
+
+
+class PatchApplyError(ValueError):
+    """The diff does not apply to the installed files; the message is fed back to the agent."""
+
+
+@dataclass
+class OverlayFile(Serializable):
+    upstream: str  # torch/_dynamo/variables/misc.py
+    module: str  # torch._dynamo.variables.misc
+    installed: str  # absolute path of the original
+    copy: str  # path of the patched copy, relative to the overlay dir
+    sha256_installed: str = ""
+    sha256_patched: str = ""
+
+
+@dataclass
+class Overlay(Serializable):
+    files: list[OverlayFile] = field(default_factory=list)
+    canonical_diff: str = ""
+
+    @property
+    def modules(self) -> dict[str, str]:
+        return {f.module: f.copy for f in self.files}
+
+
+def _package_root(package: str) -> Path:
+    """Directory containing the installed top-level package (find_spec does not import it)."""
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        raise PatchApplyError(f"package {package!r} is not installed")
+    return Path(list(spec.submodule_search_locations)[0]).resolve().parent
+
+
+def locate(upstream: str) -> tuple[str, Path]:
+    """(module name, installed file) of an upstream repo path."""
+    for prefix, package in _LAYOUT:
+        if upstream.startswith(prefix):
+            rel = package + "/" + upstream[len(prefix):] if prefix.startswith("src/") else upstream
+            root = _package_root(package)
+            installed = root / rel
+            if installed.is_symlink():
+                raise PatchApplyError(f"{upstream}: the installed file is a symlink; refusing to patch it")
+            resolved = installed.resolve()
+            if not resolved.is_relative_to(root / package) or not resolved.is_file():
+                raise PatchApplyError(f"{upstream}: no such file in the installed {package} ({installed})")
+            module = rel[:-3].replace("/", ".")
+            if module.endswith(".__init__"):
+                module = module[: -len(".__init__")]
+            return module, resolved
+    raise PatchApplyError(f"{upstream}: not a torch/ or src/transformers/ path")
+
+
+def upstream_path(filename: str) -> str | None:
+    """Upstream repo path of an installed file (the inverse of `locate`), None if outside."""
+    path = Path(filename).resolve()
+    for prefix, package in _LAYOUT:
+        try:
+            rel = path.relative_to(_package_root(package) / package)
+        except (ValueError, PatchApplyError):
+            continue
+        return f"{prefix}{rel.as_posix()}" if prefix.startswith("src/") else f"{package}/{rel.as_posix()}"
+    return None
+
+
+def _find(lines: list[str], block: list[str], hint: int, start: int) -> int | None:
+    """Index where `block` matches `lines` exactly, nearest to `hint`, not before `start`."""
+    if not block:
+        return max(min(hint, len(lines)), start)
+    n = len(block)
+    candidates = range(start, len(lines) - n + 1)
+    for pos in sorted(candidates, key=lambda i: (abs(i - hint), i)):
+        if lines[pos:pos + n] == block:
+            return pos
+    return None
+
+
+def apply_hunks(original: str, patched_file, upstream: str) -> str:
+    """Apply the hunks of one unidiff PatchedFile to `original` text."""
+    lines = original.splitlines(keepends=True)
+    out: list[str] = []
+    cursor = 0
+    for i, hunk in enumerate(patched_file, 1):
+        src = [ln.value for ln in hunk if ln.line_type in (" ", "-")]
+        dst = [ln.value for ln in hunk if ln.line_type in (" ", "+")]
+        pos = _find(lines, src, max(hunk.source_start - 1, 0), cursor)
+        if pos is None:
+            # Say where the closest line is so the next attempt can fix its context.
+            first = next((s for s in src if s.strip()), "")
+            near = [j + 1 for j, ln in enumerate(lines) if first and ln.strip() == first.strip()][:3]
+            where = f"; its first context line occurs at line(s) {near}" if near else ""
+            raise PatchApplyError(
+                f"{upstream}: hunk {i} (@@ -{hunk.source_start},{hunk.source_length} @@) does not apply: its "
+                f"context/removed lines do not match the installed file exactly{where}. "
+                "Copy context lines verbatim from the source shown, with exact indentation."
+            )
+        out.extend(lines[cursor:pos])
+        out.extend(dst)
+        cursor = pos + len(src)
+    out.extend(lines[cursor:])
+    text = "".join(out)
+    try:
+        compile(text, upstream, "exec")
+    except SyntaxError as e:
+        raise PatchApplyError(f"{upstream}: the patched file does not compile: {e.msg} at line {e.lineno}") from e
+    return text
+
+
+def _sha(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def build_overlay(diff: str, overlay_dir: str | Path) -> Overlay:
+    """Apply `diff` (already checked by patchguard) to copies under `overlay_dir`."""
+    from unidiff import PatchSet
+
+    from .patchguard import strip_prefix
+
+    root = Path(overlay_dir)
+    root.mkdir(parents=True, exist_ok=True)
+    overlay = Overlay()
+    diffs: list[str] = []
+    for pf in PatchSet(diff):
+        upstream = strip_prefix(pf.target_file)
+        module, installed = locate(upstream)
+        original = installed.read_text(encoding="utf-8")
+        patched = apply_hunks(original, pf, upstream)
+        copy = Path("files", *module.split(".")).with_suffix(".py")
+        if installed.name == "__init__.py":
+            copy = Path("files", *module.split("."), "__init__.py")
+        (root / copy).parent.mkdir(parents=True, exist_ok=True)
+        (root / copy).write_text(patched, encoding="utf-8")
+        overlay.files.append(OverlayFile(upstream=upstream, module=module, installed=str(installed),
+                                         copy=copy.as_posix(), sha256_installed=_sha(original),
+                                         sha256_patched=_sha(patched)))
+        diffs.append("".join(difflib.unified_diff(original.splitlines(keepends=True), patched.splitlines(keepends=True),
+                                                  f"a/{upstream}", f"b/{upstream}")))
+    overlay.canonical_diff = "".join(diffs)
+    atomic_write_text(root / MANIFEST, json.dumps(overlay.to_dict(), indent=2, sort_keys=True) + "\n")
+    return overlay
+
+
+def load_overlay(overlay_dir: str | Path) -> Overlay:
+    return Overlay.from_dict(json.loads((Path(overlay_dir) / MANIFEST).read_text(encoding="utf-8")))
+
+
+class _OverlayFinder(importlib.abc.MetaPathFinder):
+    """Resolves the patched modules to their copies; everything else falls through."""
+
+    def __init__(self, root: Path, overlay: Overlay):
+        self.root = root
+        self.files = {f.module: f for f in overlay.files}
+
+    def find_spec(self, fullname, path=None, target=None):  # noqa: ANN001 - importlib protocol
+        f = self.files.get(fullname)
+        if f is None:
+            return None
+        location = str(self.root / f.copy)
+        loader = importlib.machinery.SourceFileLoader(fullname, location)
+        search = [str(Path(f.installed).parent)] if Path(f.installed).name == "__init__.py" else None
+        return importlib.util.spec_from_file_location(fullname, location, loader=loader,
+                                                      submodule_search_locations=search)
+
+
+def install_overlay(overlay_dir: str | Path) -> list[str]:
+    """Make this process import the overlay's patched copies. Returns the module names.
+    Refuses when one of them is already imported (the overlay would silently not apply)."""
+    root = Path(overlay_dir).resolve()
+    overlay = load_overlay(root)
+    loaded = [m for m in overlay.modules if m in sys.modules]
+    if loaded:
+        raise RuntimeError(f"install_overlay: {loaded} already imported; install the overlay before importing them")
+    for f in overlay.files:
+        copy = root / f.copy
+        if not copy.is_file() or _sha(copy.read_text(encoding="utf-8")) != f.sha256_patched:
+            raise RuntimeError(f"install_overlay: {copy} is missing or was modified after the overlay was built")
+    sys.meta_path.insert(0, _OverlayFinder(root, overlay))
+    os.environ["ENABLEBOT_OVERLAY"] = str(root)  # visible to the child's logs / result
+    return sorted(overlay.modules)
+
+
+def installed_hashes(overlay: Overlay) -> dict[str, str]:
+    """sha256 of the installed originals now (to prove they were not modified)."""
+    return {f.installed: hashlib.sha256(Path(f.installed).read_bytes()).hexdigest() for f in overlay.files}

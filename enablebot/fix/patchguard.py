@@ -1,0 +1,169 @@
+"""Guard an LLM-proposed patch: extract the diff, parse it, and enforce the path policy.
+
+LLM output is untrusted data. A patch is accepted only when
+- it is a well-formed unified diff (parsed with `unidiff`) that modifies existing text files;
+- every path is relative, normalised (no `..`, no absolute path, no backslash) and inside
+  the allow-list: `torch/_dynamo/**`, `torch/_inductor/**`, or the model's own
+  `src/transformers/models/<type>/modeling_<type>.py`;
+- it stays under a size limit (bytes, files, changed lines).
+Anything touching tests, the verifier, the harness or the bot itself is outside the
+allow-list and so rejected; `FORBIDDEN` names them explicitly for a clearer message.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from dataclasses import dataclass, field
+
+from ..results import Serializable
+
+TORCH_ALLOWED = ("torch/_dynamo/**", "torch/_inductor/**")
+FORBIDDEN = ("**/test/**", "**/tests/**", "**/test_*.py", "enablebot/**", "prompts/**", "**/conftest.py",
+             ".github/**", "setup.py", "pyproject.toml")
+MAX_PATCH_BYTES = 40_000
+MAX_FILES = 3
+MAX_CHANGED_LINES = 400
+
+_FENCE = re.compile(r"```(?:diff|patch|udiff)?[ \t]*\n(.*?)```", re.S)
+_DIFF_START = re.compile(r"^(?:diff --git |--- )", re.M)
+
+
+class PatchRejected(ValueError):
+    """The patch violates the policy; the message is fed back to the agent."""
+
+
+@dataclass
+class PatchPolicy:
+    model_type: str | None = None  # allows src/transformers/models/<type>/modeling_<type>.py
+    allow_torch: bool = True
+    max_bytes: int = MAX_PATCH_BYTES
+    max_files: int = MAX_FILES
+    max_changed_lines: int = MAX_CHANGED_LINES
+
+    def allowed_globs(self) -> list[str]:
+        globs = list(TORCH_ALLOWED) if self.allow_torch else []
+        if self.model_type:
+            globs.append(model_file(self.model_type))
+        return globs
+
+
+@dataclass
+class CheckedPatch(Serializable):
+    diff: str
+    files: list[str] = field(default_factory=list)  # upstream paths
+    added: int = 0
+    removed: int = 0
+
+    @property
+    def target(self) -> str:
+        return target_of(self.files)
+
+
+def target_of(files: list[str]) -> str:
+    """The bundle target of a patch: model-code | inductor | dynamo."""
+    if any(f.startswith("src/transformers/") for f in files):
+        return "model-code"
+    return "inductor" if files and all(f.startswith("torch/_inductor/") for f in files) else "dynamo"
+
+
+def model_file(model_type: str) -> str:
+    return f"src/transformers/models/{model_type}/modeling_{model_type}.py"
+
+
+def extract_diff(text: str) -> str | None:
+    """The unified diff inside an LLM reply: the first fenced block that looks like a diff,
+    else the text from the first `--- ` / `diff --git` line. None when there is none."""
+    if not text:
+        return None
+    for block in _FENCE.findall(text):
+        if _DIFF_START.search(block) and "@@" in block:
+            return _normalise(block)
+    m = _DIFF_START.search(text)
+    if m and "@@" in text[m.start():]:
+        return _normalise(text[m.start():])
+    return None
+
+
+def _normalise(diff: str) -> str:
+    diff = diff.replace("\r\n", "\n")
+    return diff if diff.endswith("\n") else diff + "\n"
+
+
+def strip_prefix(path: str) -> str:
+    """`a/x` / `b/x` -> `x` (git-style prefixes)."""
+    return path[2:] if path[:2] in ("a/", "b/") else path
+
+
+def check_path(path: str, policy: PatchPolicy) -> str:
+    """The normalised upstream path, or PatchRejected saying why it is not allowed."""
+    raw = path
+    path = strip_prefix(path.strip())
+    if not path or path == "/dev/null":
+        raise PatchRejected("the patch creates or deletes a file; only edits to existing files are allowed")
+    if "\\" in path or "\x00" in path or path.startswith(("/", "~")) or re.match(r"^[A-Za-z]:", path):
+        raise PatchRejected(f"path {raw!r} is absolute or malformed; use upstream repo-relative paths")
+    parts = path.split("/")
+    if any(p in ("", ".", "..") for p in parts):
+        raise PatchRejected(f"path {raw!r} is not normalised (empty, '.' or '..' component)")
+    if not path.endswith(".py"):
+        raise PatchRejected(f"path {path!r}: only Python source files may be patched")
+    for pat in FORBIDDEN:
+        if fnmatch.fnmatchcase(path, pat):
+            raise PatchRejected(f"path {path!r} is forbidden (tests, the verifier and the bot itself are off limits)")
+    allowed = policy.allowed_globs()
+    if not any(fnmatch.fnmatchcase(path, g) for g in allowed):
+        raise PatchRejected(f"path {path!r} is outside the allowed paths: {', '.join(allowed)}")
+    return path
+
+
+def check_patch(diff: str, policy: PatchPolicy) -> CheckedPatch:
+    """Parse and police a diff; raises PatchRejected with a message fit to feed back."""
+    from unidiff import PatchSet
+    from unidiff.errors import UnidiffParseError
+
+    if not diff or not diff.strip():
+        raise PatchRejected("no unified diff found in the reply; answer with one ```diff fenced block")
+    if len(diff.encode("utf-8")) > policy.max_bytes:
+        raise PatchRejected(f"patch is {len(diff.encode('utf-8'))} bytes; the limit is {policy.max_bytes}")
+    if "GIT binary patch" in diff or re.search(r"^Binary files ", diff, re.M):
+        raise PatchRejected("binary patches are not allowed")
+    if re.search(r"^(?:new|deleted) file mode|^(?:old|new) mode|^rename (?:from|to)|^similarity index|^copy (?:from|to)",
+                 diff, re.M):
+        raise PatchRejected("mode changes, renames, copies, new and deleted files are not allowed")
+    try:
+        patch = PatchSet(diff)
+    except (UnidiffParseError, ValueError, IndexError) as e:
+        raise PatchRejected(f"the diff does not parse as a unified diff: {e}") from e
+    if len(patch) == 0:
+        raise PatchRejected("the diff contains no file changes")
+    # unidiff stops a hunk where its header's counts say; lines left over mean wrong counts.
+    body = [ln for ln in diff.splitlines() if ln[:1] in ("+", "-", " ") and not ln.startswith(("+++ ", "--- "))]
+    parsed = sum(len(h) for pf in patch for h in pf)
+    if len(body) > parsed:  # (unidiff also takes blank lines as context: parsed may be larger)
+        raise PatchRejected(f"the diff does not parse: {len(body) - parsed} change/context line(s) fall outside "
+                            "the hunks (the @@ line counts do not match the hunk bodies)")
+    if len(patch) > policy.max_files:
+        raise PatchRejected(f"the patch touches {len(patch)} files; at most {policy.max_files} are allowed")
+    files: list[str] = []
+    added = removed = 0
+    for pf in patch:
+        if pf.is_binary_file:
+            raise PatchRejected("binary patches are not allowed")
+        if pf.is_added_file or pf.is_removed_file or pf.is_rename:
+            raise PatchRejected("new, deleted and renamed files are not allowed")
+        src, dst = check_path(pf.source_file, policy), check_path(pf.target_file, policy)
+        if src != dst:
+            raise PatchRejected(f"source {src!r} and target {dst!r} differ; edit a file in place")
+        if len(pf) == 0:
+            raise PatchRejected(f"{src}: no hunks")
+        if src in files:
+            raise PatchRejected(f"{src} appears twice in the patch")
+        files.append(src)
+        added += pf.added
+        removed += pf.removed
+    if added + removed == 0:
+        raise PatchRejected("the patch changes no lines")
+    if added + removed > policy.max_changed_lines:
+        raise PatchRejected(f"the patch changes {added + removed} lines; the limit is {policy.max_changed_lines}")
+    return CheckedPatch(diff=diff, files=files, added=added, removed=removed)

@@ -1,0 +1,95 @@
+"""The patch guard: LLM output is untrusted; only well-formed diffs to allowed paths pass."""
+
+from pathlib import Path
+
+import pytest
+
+from enablebot.fix.patchguard import PatchPolicy, PatchRejected, check_patch, extract_diff, target_of
+
+FIX = Path(__file__).parent / "fixtures" / "fix"
+SWITCH = (FIX / "switch_transformers_static_experts.diff").read_text()
+LOGGER = (FIX / "dynamo_reorder_logger_calls.diff").read_text()
+POLICY = PatchPolicy(model_type="switch_transformers")
+
+
+def _diff(path: str, old: str = "a\n", new: str = "b\n") -> str:
+    return f"--- a/{path}\n+++ b/{path}\n@@ -1,1 +1,1 @@\n-{old}+{new}"
+
+
+def test_extracts_fenced_diff_from_prose():
+    text = f"Here is the fix.\n\n```diff\n{SWITCH}```\n\nIt loops over all experts."
+    assert extract_diff(text) == SWITCH
+
+
+def test_extracts_unfenced_diff_and_ignores_non_diff_fences():
+    text = f"```python\nprint('hi')\n```\nthen\n{LOGGER}"
+    assert extract_diff(text) == LOGGER
+    assert extract_diff("I would change the router to avoid nonzero().") is None
+    assert extract_diff("```diff\nnot a diff at all\n```") is None
+
+
+def test_model_code_and_torch_patches_pass_with_their_targets():
+    assert check_patch(SWITCH, POLICY).files == ["src/transformers/models/switch_transformers/modeling_switch_transformers.py"]
+    assert check_patch(SWITCH, POLICY).target == "model-code"
+    assert check_patch(LOGGER, POLICY).files == ["torch/_dynamo/variables/misc.py"]
+    assert check_patch(LOGGER, POLICY).target == "dynamo"
+    assert target_of(["torch/_inductor/lowering.py"]) == "inductor"
+
+
+@pytest.mark.parametrize("path, why", [
+    ("src/transformers/models/llama/modeling_llama.py", "outside the allowed"),  # another model's file
+    ("src/transformers/modeling_utils.py", "outside the allowed"),
+    ("torch/nn/modules/linear.py", "outside the allowed"),
+    ("test/dynamo/test_misc.py", "forbidden"),
+    ("torch/_dynamo/test_case.py", "forbidden"),
+    ("tests/test_fix_overlay.py", "forbidden"),
+    ("enablebot/fix/verify.py", "forbidden"),
+    ("torch/_dynamo/../../enablebot/fix/verify.py", "not normalised"),
+    ("/usr/lib/python3/site.py", "absolute"),
+    ("torch/_dynamo/./config.py", "not normalised"),
+    ("torch/_dynamo/graph_break_registry.json", "only Python"),
+    ("torch\\_dynamo\\config.py", "malformed"),
+])
+def test_forbidden_paths_are_rejected(path, why):
+    with pytest.raises(PatchRejected, match=why):
+        check_patch(_diff(path), POLICY)
+
+
+def test_torch_paths_can_be_switched_off():
+    with pytest.raises(PatchRejected, match="outside the allowed"):
+        check_patch(LOGGER, PatchPolicy(model_type="switch_transformers", allow_torch=False))
+
+
+@pytest.mark.parametrize("diff, why", [
+    ("", "no unified diff"),
+    ("--- a/torch/_dynamo/config.py\n+++ b/torch/_dynamo/config.py\n@@ -1,3 +1,3 @@\n-a\n+b\n", "does not parse"),
+    ("diff --git a/torch/_dynamo/x.py b/torch/_dynamo/x.py\nnew file mode 100644\n--- /dev/null\n+++ b/torch/_dynamo/x.py\n"
+     "@@ -0,0 +1 @@\n+a\n", "new and deleted"),
+    ("diff --git a/torch/_dynamo/a.py b/torch/_dynamo/b.py\nsimilarity index 90%\nrename from torch/_dynamo/a.py\n"
+     "rename to torch/_dynamo/b.py\n", "renames"),
+    ("diff --git a/torch/_dynamo/x.py b/torch/_dynamo/x.py\nBinary files a/torch/_dynamo/x.py and b/torch/_dynamo/x.py differ\n",
+     "binary"),
+    ("--- a/torch/_dynamo/a.py\n+++ b/torch/_dynamo/b.py\n@@ -1 +1 @@\n-a\n+b\n", "renamed"),
+])
+def test_malformed_and_structural_changes_are_rejected(diff, why):
+    with pytest.raises(PatchRejected, match=why):
+        check_patch(diff, POLICY)
+
+
+def test_size_limits():
+    big = "--- a/torch/_dynamo/config.py\n+++ b/torch/_dynamo/config.py\n@@ -1,1 +1,500 @@\n-a\n" + "+x = 1\n" * 500
+    with pytest.raises(PatchRejected, match="changes 501 lines"):
+        check_patch(big, POLICY)
+    with pytest.raises(PatchRejected, match="bytes; the limit"):
+        check_patch(big, PatchPolicy(model_type="switch_transformers", max_bytes=1000))
+    many = "".join(_diff(f"torch/_dynamo/m{i}.py") for i in range(4))
+    with pytest.raises(PatchRejected, match="touches 4 files"):
+        check_patch(many, POLICY)
+
+
+def test_hunk_counts_must_cover_the_body_but_blank_context_lines_are_fine():
+    wrong_counts = SWITCH.replace("@@ -171,12 +171,12 @@", "@@ -171,3 +171,3 @@")
+    with pytest.raises(PatchRejected, match="does not parse"):
+        check_patch(wrong_counts, POLICY)
+    stripped = SWITCH.replace("\n \n", "\n\n")  # editors strip the space of blank context lines
+    assert check_patch(stripped, POLICY).added == check_patch(SWITCH, POLICY).added
