@@ -431,7 +431,27 @@ def add_image_tokens(model: Any, ctx: Ctx) -> bool:
     ctx.out["input_ids"] = ids
     if "attention_mask" in ctx.out:
         ctx.out["attention_mask"] = torch.ones(ids.shape, dtype=torch.long)
+    if not _runs(model, ctx.out):  # the features did not count the merged tokens
+        ctx.out.clear()
+        ctx.out.update(saved)
+        return False
     return True
+
+
+def _runs(model: Any, inputs: dict[str, Any]) -> bool:
+    """One no-grad forward, leaving the model's mode and the RNG as they were."""
+    import torch
+
+    training = model.training
+    try:
+        with torch.random.fork_rng(), torch.no_grad():
+            model.eval()
+            model(**inputs)
+        return True
+    except Exception:
+        return False
+    finally:
+        model.train(training)
 
 
 def _image_sizes(ctx: Ctx) -> Any:

@@ -85,7 +85,7 @@ FFN_KEYS = {
 }
 EXPERT_KEYS = {"num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts", "num_routed_experts"}
 TOPK_KEYS = {"num_experts_per_tok", "num_selected_experts", "moe_topk", "top_k", "router_top_k",
-             "moe_k", "moe_top_k", "top_k_experts", "num_experts_per_token"}
+             "moe_k", "moe_top_k", "top_k_experts", "num_experts_per_token", "expert_capacity"}
 EXPERT_GROUP_KEYS = {"n_group", "num_expert_group"}
 TOPK_GROUP_KEYS = {"topk_group"}
 # Head widths: `head_dim`, `d_kv`, and every `*_head_dim` (MLA's qk_rope/qk_nope/v, indexers,
@@ -101,6 +101,7 @@ SSM_GROUP_KEYS = {"n_groups", "mamba_n_groups", "mamba_ngroups"}
 EXPAND_KEYS = ("mamba_expand", "expand")
 # Counts of leading dense layers before MoE ones: keep one so that MoE layers exist.
 LEADING_DENSE_KEYS = {"first_k_dense_replace", "num_dense_layers"}
+_SUBSET_COUNT_RE = re.compile(r"^num_sparse_\w*layers$")
 OUT_INDEX_KEYS = ("out_indices", "backbone_out_indices")
 # Detection queries: top-k over image tokens, so no more than a tiny image has.
 QUERY_KEYS = {"num_queries"}
@@ -393,6 +394,11 @@ def _layers(lv: _Level, p: SizeProfile) -> None:
                 lv.set("out_features", None)  # re-derived from the indices
             if isinstance(d.get("stage_names"), list):
                 lv.set("stage_names", None)
+    # Counts of special layers among them (switch_transformers' sparse layers): keep a mix
+    # of both kinds, as the full model has.
+    for k, v in list(d.items()):
+        if _SUBSET_COUNT_RE.match(k) and k not in LAYER_KEYS and _int(v) and v > len(keep) // 2:
+            lv.set(k, max(1, len(keep) // 2))
     for k in LEADING_DENSE_KEYS:
         if _int(d.get(k)) and d[k] > 1:
             lv.set(k, 1)

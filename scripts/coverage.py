@@ -140,7 +140,12 @@ def main(argv: list[str] | None = None) -> int:
     stem = Path(args.out) if args.out else ROOT / "results" / f"coverage-{args.device}"
     versions = {"torch": torch.__version__, "transformers": transformers.__version__}
     if args.merge is not None:
-        results = [CoverageItem.from_dict(d) for f in args.merge for d in json.loads(Path(f).read_text())["results"]]
+        # Later files replace earlier results of the same item (a re-run of some types).
+        merged = {}
+        for f in args.merge:
+            for d in json.loads(Path(f).read_text())["results"]:
+                merged[_key(d["model_type"], d["task"], d["mode"])] = CoverageItem.from_dict(d)
+        results = list(merged.values())
     else:
         items = sweep_items(args.model_types or None, tasks=args.tasks.split(","), modes=args.modes.split(","))
         if args.shard:
@@ -163,6 +168,9 @@ def main(argv: list[str] | None = None) -> int:
     atomic_write_text(stem.with_suffix(".json"), json.dumps(doc, indent=1) + "\n")
     if not args.shard:
         atomic_write_text(stem.with_suffix(".md"), render_md(results, summary, args.device, versions))
+    for suffix in (".json", ".md"):  # reports are for everyone to read
+        if stem.with_suffix(suffix).exists():
+            stem.with_suffix(suffix).chmod(0o644)
     for key in sorted(summary.counts):
         print(key, summary.counts[key])
     print(f"coverage {summary.coverage:.1%}: ok {summary.ok}, failed {summary.failed}, "
