@@ -143,13 +143,21 @@ def from_explain(explain_output: Any) -> list[GraphBreak]:
 
 
 def from_exception(exc: BaseException) -> GraphBreak:
-    """The break that made a fullgraph=True compile fail."""
+    """The break that made a fullgraph=True compile fail. Dynamo's own `Unsupported` errors
+    carry a gb_type; others (e.g. GuardOnDataDependentSymNode from a data-dependent
+    expression) are typed by their exception class, with the first line as explanation."""
     text = str(exc)
     frames = frames_from_stack(getattr(exc, "real_stack", None) or [])
     if not frames and "from user code:" in text:
         frames = frames_from_text(text.split("from user code:", 1)[1])
+    if not frames and "User Stack" in text:
+        frames = frames_from_text(text.split("User Stack", 1)[1])
     reason = text.split("\n\nfrom user code:")[0]
     b = make_break(reason, frames, "fullgraph")
-    if not b.gb_type:
+    if getattr(exc, "gb_type", None):
+        b.gb_type = str(exc.gb_type)
+        b.registry_id = b.registry_id or registry_id(b.gb_type, text)
+    elif b.registry_id is None and "Explanation:" not in reason:
+        b.explanation = b.gb_type
         b.gb_type = type(exc).__name__
     return b

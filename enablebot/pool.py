@@ -124,7 +124,7 @@ class WorkerPool:
                     yield result
                     w.spec = None
                     w.done += 1
-                    if not w.proc.is_alive() or w.done >= self.recycle_after or result.verdict in ("crash", "timeout"):
+                    if not w.proc.is_alive() or w.done >= self.recycle_after or _poisoned(result):
                         self._retire(w)
                         workers.remove(w)
         finally:
@@ -162,6 +162,15 @@ class WorkerPool:
             self._kill(w)
         else:
             w.conn.close()
+
+
+def _poisoned(result: RunResult) -> bool:
+    """Whether the worker must not run another model: after a crash or timeout, and after any
+    failure on CUDA, since a device-side assert poisons the CUDA context for every later
+    model in that process (seen on the H200: one assert turned 61 later models into errors)."""
+    if result.verdict in ("crash", "timeout"):
+        return True
+    return result.spec.device.startswith("cuda") and not result.ok
 
 
 def _tail_since(path: Path, offset: int) -> str:
