@@ -42,6 +42,11 @@ def _build(spec: RunSpec) -> tuple[Any, dict[str, Any]]:
     return built.model.eval(), inputs
 
 
+def _config_text(model: Any) -> str:
+    cfg = getattr(model, "config", None)
+    return cfg.to_json_string(use_diff=False) if hasattr(cfg, "to_json_string") else ""
+
+
 def _flat(out: Any) -> dict[str, Any]:
     from ..numerics import flatten
 
@@ -68,7 +73,7 @@ def dump(spec: RunSpec, data_path: str) -> dict[str, Any]:
         eager = _flat(model(**_to(inputs, spec.device, _dtype(spec))))
         fp64 = _flat(fp64_model(**_to(inputs, spec.device, torch.float64)))
     torch.save({"state_dict": {k: v.cpu() for k, v in model.state_dict().items()}, "inputs": inputs,
-                "eager": eager, "fp64": fp64}, data_path)
+                "eager": eager, "fp64": fp64, "config": _config_text(model)}, data_path)
     return {"ok": True, "outputs": sorted(eager)}
 
 
@@ -81,6 +86,11 @@ def check(spec: RunSpec, data_path: str) -> dict[str, Any]:
     _apply_dynamo_config(spec.dynamo_config)
     saved = torch.load(data_path, weights_only=False)  # written by our own dump child
     model, _ = _build(spec)
+    if _config_text(model) != saved.get("config"):
+        # The builder (shrink rules, registry) changed since the reference was made: the two
+        # models would differ for reasons other than the patch.
+        msg = "the model config differs from the reference's; re-run to rebuild the reference"
+        return Numerics(passed=False, tol=0.0, method="error", message=msg).to_dict()
     try:
         model.load_state_dict(saved["state_dict"], strict=True)
     except RuntimeError as e:
