@@ -240,7 +240,7 @@ def test_nightly_runs_the_whole_loop_in_order():
     merge = script("merge")
     order = ["enablebot merge results/shard-* --out results/merged", "enablebot check", "enablebot report sweep"]
     assert [merge.index(s) for s in order] == sorted(merge.index(s) for s in order)
-    assert "enablebot fix --from-triage results/merged/triage.json --out fixes/" in script("fix")
+    assert "enablebot fix \"$m\" --from-triage results/merged/triage.json --out fixes/" in script("fix")
     assert "enablebot pr " in script("pr") and "--push" in script("pr")
     assert "enablebot dashboard " in script("dashboard") and "--push" in script("dashboard")
     # A baseline regression fails the run, after fix, pr and dashboard had their chance.
