@@ -1,4 +1,4 @@
-"""Human-readable views of a RunResult: a rich panel for the terminal, Markdown for reports."""
+"""Human-readable view of a RunResult: a rich panel for the terminal."""
 
 from __future__ import annotations
 
@@ -78,15 +78,3 @@ def rich_summary(r: RunResult) -> Group:
     if r.log_tail and not r.ok:
         parts.append(Text("log tail:\n" + r.log_tail[-1500:], style="dim"))
     return Group(*parts)
-
-
-def markdown_summary(r: RunResult) -> str:
-    lines = [f"### `{r.spec.model_id}` — {r.verdict}", "", "| | |", "|---|---|"]
-    lines += [f"| {k} | {val.replace('|', '/')} |" for k, val in summary_rows(r)]
-    if r.graph_breaks:
-        lines += ["", "| count | break type | id | user frame | source |", "|---|---|---|---|---|"]
-        for b in r.graph_breaks:
-            uf = b.user_frame
-            src = (uf.source if uf else "").replace("|", "/")
-            lines.append(f"| {b.count} | {b.gb_type} | {b.registry_id or '-'} | {uf.short() if uf else '-'} | `{src}` |")
-    return "\n".join(lines) + "\n"

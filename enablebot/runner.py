@@ -19,7 +19,7 @@ import traceback
 from typing import Any, Callable
 
 from . import graph_breaks, numerics, timing, versions
-from .results import CompileStats, ErrorInfo, RunResult, RunSpec
+from .results import CompileStats, ErrorInfo, RunResult, RunSpec, Timing
 
 
 class _StageError(Exception):
@@ -235,16 +235,12 @@ def _run_stages(spec: RunSpec, result: RunResult, say: Callable[[str], None], to
         if not deterministic:
             result.numerics.message = "eager_two_runs_differ; " + result.numerics.message
 
-    result.timing = None
+    result.timing = Timing()
     if spec.timing:
         say(f"timing: {spec.warmup} warm-up + {spec.repeats} interleaved repeats")
         with _stage("timing", result.verdict):
             result.timing = timing.interleaved(lambda: step(model), lambda: step(compiled), device=device,
                                                repeats=spec.repeats, warmup=spec.warmup)
-    if result.timing is None:
-        from .results import Timing
-
-        result.timing = Timing()
     result.timing.compile_s = round(compile_s, 3)
 
 
