@@ -24,7 +24,7 @@ from .isolation import _failed, _tail
 from .results import ErrorInfo, RunResult, RunSpec
 
 
-def _worker_main(conn: Connection, log_path: str, overlay_dir: str | None) -> None:
+def _worker_main(conn: Connection, log_path: str, overlay_dir: str | None, threads: int | None) -> None:
     # Own process group: killing it also kills Inductor's compile workers.
     os.setsid()
     fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
@@ -35,6 +35,11 @@ def _worker_main(conn: Connection, log_path: str, overlay_dir: str | None) -> No
         from enablebot.fix.overlay import install_overlay
 
         install_overlay(overlay_dir)
+    if threads:
+        import torch
+
+        # N workers each using every core oversubscribe the CPU; tiny models gain nothing from threads.
+        torch.set_num_threads(threads)
     from enablebot.runner import run_spec
 
     while True:
@@ -56,6 +61,7 @@ class _Worker:
     conn: Connection
     log_path: Path
     done: int = 0
+    last_model: str | None = None
     spec: RunSpec | None = None
     started: float = 0.0
     log_offset: int = 0
@@ -65,7 +71,9 @@ class _Worker:
 class WorkerPool:
     jobs: int
     log_dir: Path
-    recycle_after: int = 40
+    recycle_after: int = 200
+    max_rss_mb: int = 6000  # retire a worker whose memory grew past this (leaks across models)
+    threads: int | None = None  # torch intra-op threads per worker (None: torch's default)
     overlay_dir: str | None = None
     _ctx: mp.context.SpawnContext = field(default_factory=lambda: mp.get_context("spawn"))
     _serial: int = 0
@@ -75,7 +83,7 @@ class WorkerPool:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         log_path = self.log_dir / f"worker-{os.getpid()}-{self._serial}.log"
         parent, child = self._ctx.Pipe()
-        proc = self._ctx.Process(target=_worker_main, args=(child, str(log_path), self.overlay_dir), daemon=True)
+        proc = self._ctx.Process(target=_worker_main, args=(child, str(log_path), self.overlay_dir, self.threads), daemon=True)
         proc.start()
         child.close()
         return _Worker(proc=proc, conn=parent, log_path=log_path)
@@ -107,7 +115,8 @@ class WorkerPool:
                     if idle is None:
                         idle = self._spawn()
                         workers.append(idle)
-                    spec = pending.pop()
+                    spec = pending.pop(_affine(pending, idle.last_model))
+                    idle.last_model = spec.model_id
                     idle.spec, idle.started = spec, time.time()
                     idle.log_offset = idle.log_path.stat().st_size if idle.log_path.exists() else 0
                     idle.conn.send(spec.to_dict())
@@ -124,7 +133,8 @@ class WorkerPool:
                     yield result
                     w.spec = None
                     w.done += 1
-                    if not w.proc.is_alive() or w.done >= self.recycle_after or _poisoned(result):
+                    if (not w.proc.is_alive() or w.done >= self.recycle_after or _poisoned(result)
+                            or _rss_mb(w.proc.pid) > self.max_rss_mb):
                         self._retire(w)
                         workers.remove(w)
         finally:
@@ -164,13 +174,34 @@ class WorkerPool:
             w.conn.close()
 
 
+def _affine(pending: list[RunSpec], model_id: str | None) -> int:
+    """Index of the next spec to hand a worker: the same architecture as its last one when
+    one is queued (its modeling module is already imported there), else the next in order.
+    `pending` is reversed (next at the end); the search looks a few items ahead only."""
+    if model_id is not None:
+        for i in range(len(pending) - 1, max(len(pending) - 9, -1), -1):
+            if pending[i].model_id == model_id:
+                return i
+    return len(pending) - 1
+
+
+def _rss_mb(pid: int) -> float:
+    try:
+        with open(f"/proc/{pid}/statm", encoding="ascii") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+    except (OSError, ValueError, IndexError):
+        return 0.0  # not Linux, or already gone: recycling by count still applies
+
+
 def _poisoned(result: RunResult) -> bool:
     """Whether the worker must not run another model: after a crash or timeout, and after any
     failure on CUDA, since a device-side assert poisons the CUDA context for every later
     model in that process (seen on the H200: one assert turned 61 later models into errors)."""
     if result.verdict in ("crash", "timeout"):
         return True
-    return result.spec.device.startswith("cuda") and not result.ok
+    # create_error / missing_dependency happen while building on the CPU, before any CUDA work.
+    touched_cuda = result.verdict not in ("create_error", "missing_dependency")
+    return result.spec.device.startswith("cuda") and touched_cuda and not result.ok
 
 
 def _tail_since(path: Path, offset: int) -> str:

@@ -27,6 +27,9 @@ from .results import Serializable
 
 REGISTRY_SCHEMA_VERSION = 1
 DEFAULT_REGISTRY = Path(__file__).resolve().parent.parent / "model_registry.yaml"
+# libyaml's loader parses the registry ~10x faster than the pure-Python one; same result.
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_CACHE: dict[str, Any] = {}
 
 # Key order inside an entry when written; unknown keys follow, sorted.
 _ENTRY_ORDER = (
@@ -106,7 +109,7 @@ class Registry:
         if not p.exists():
             return cls(path=p)
         try:
-            data = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
+            data = yaml.load(p.read_text(encoding="utf-8"), Loader=_LOADER) or {}
         except yaml.YAMLError as e:
             raise RegistryError(f"{p}: not valid YAML ({e}); fix or restore it from git") from e
         if not isinstance(data, dict) or not isinstance(data.get("architectures", {}), dict):
@@ -117,6 +120,21 @@ class Registry:
             raw["model_type"] = str(mt)
             entries[str(mt)] = ArchEntry.from_dict(raw)
         return cls(path=p, entries=entries, meta=dict(data.get("meta") or {}))
+
+    @classmethod
+    def load_cached(cls, path: str | os.PathLike | None = None) -> "Registry":
+        """`load`, memoised on the file's identity (path, mtime, size): a sweep worker reads
+        the registry for every model, and parsing 600+ entries costs ~0.25 s each time.
+        The result is shared: treat it as read-only (writers use `load`)."""
+        p = Path(path) if path else DEFAULT_REGISTRY
+        try:
+            st = p.stat()
+            key = (str(p.resolve()), st.st_mtime_ns, st.st_size)
+        except OSError:
+            return cls.load(p)
+        if _CACHE.get("key") != key:
+            _CACHE.update(key=key, registry=cls.load(p))
+        return _CACHE["registry"]
 
     def get(self, model_type: str) -> ArchEntry | None:
         return self.entries.get(model_type)

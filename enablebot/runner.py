@@ -155,7 +155,7 @@ def _run_stages(spec: RunSpec, result: RunResult, say: Callable[[str], None], to
     with _stage("resolve", "create_error"):
         from .registry import Registry
 
-        res = resolve(spec.model_id, Registry.load(spec.registry), allow_remote_code=spec.allow_remote_code)
+        res = resolve(spec.model_id, Registry.load_cached(spec.registry), allow_remote_code=spec.allow_remote_code)
     result.model_type = res.model_type
     try:
         with _stage("create", "create_error"):

@@ -32,7 +32,7 @@ class SweepOptions:
     pass_: str = "dynamo"  # dynamo (graph breaks, eager backend) | inductor (numerics, speedup)
     device: str = "cpu"
     modes: tuple[str, ...] = ("eval", "train")
-    tasks: tuple[str, ...] = ("base", "head")
+    tasks: tuple[str, ...] = ("base", "head")  # "main": the head where there is one, else the base
     dtype: str = "float32"
     size: str = "tiny"
     batch_size: int = 2
@@ -84,7 +84,8 @@ def plan(registry: Registry, opts: SweepOptions, models: Iterable[str] | None = 
             continue
         base = (e.base if e else None) or k.base
         head = (e.head if e else None) or k.head
-        for task in opts.tasks:
+        tasks = [("head" if head else "base") if t == "main" else t for t in opts.tasks]
+        for task in dict.fromkeys(tasks):  # "main" may repeat base/head: once each
             if (task == "base" and not base) or (task == "head" and not head):
                 continue
             if task == "base" and head == base:
@@ -111,6 +112,13 @@ def to_spec(item: SweepItem, opts: SweepOptions) -> RunSpec:
                    timing=not fast, registry=opts.registry, fullgraph_check=opts.fullgraph_check or not fast)
 
 
+def _threads_per_worker(jobs: int) -> int:
+    import os
+
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, cores // max(1, jobs))
+
+
 def spec_key(spec: RunSpec) -> str:
     return RunResult(spec=spec, verdict="").key
 
@@ -118,7 +126,7 @@ def spec_key(spec: RunSpec) -> str:
 def run_sweep(items: list[SweepItem], opts: SweepOptions, out_dir: Path, *, jobs: int = 2,
               on_start: Callable[[RunSpec], None] | None = None,
               on_result: Callable[[RunResult], None] | None = None,
-              recycle_after: int = 40, max_minutes: float | None = None) -> SweepStats:
+              recycle_after: int = 200, max_minutes: float | None = None) -> SweepStats:
     from .pool import WorkerPool
 
     ckpt = Checkpoint(out_dir)
@@ -126,7 +134,8 @@ def run_sweep(items: list[SweepItem], opts: SweepOptions, out_dir: Path, *, jobs
     todo = [s for s in specs if spec_key(s) not in ckpt.done]
     stats = SweepStats(planned=len(specs), skipped_done=len(specs) - len(todo))
     t0 = time.time()
-    pool = WorkerPool(jobs=jobs, log_dir=out_dir / "logs", recycle_after=recycle_after)
+    pool = WorkerPool(jobs=jobs, log_dir=out_dir / "logs", recycle_after=recycle_after,
+                      threads=_threads_per_worker(jobs) if opts.device == "cpu" else None)
     deadline = t0 + max_minutes * 60 if max_minutes else None
     stop = (lambda: time.time() > deadline) if deadline else None
     for result in pool.run(todo, on_start=on_start, should_stop=stop):

@@ -3,8 +3,8 @@
 # source tree. Usage: bash scripts/gpu_evidence.sh OUT_DIR {archs|inductor} [MAX_MINUTES]
 #   archs:    8 architectures across families at a realistic small size
 #             (hidden 512, 4 layers, batch 8, seq 512, bf16), one at a time so timings are clean.
-#   inductor: the Inductor pass (numerics + speedup) over every architecture, eval, task head,
-#             8 parallel isolated workers; resumable (rerun continues where it stopped).
+#   inductor: the Inductor pass (numerics + speedup) over every architecture (its main model:
+#             the task head, else the base), eval, parallel isolated workers; resumable.
 set -u
 out=${1:?OUT_DIR}; part=${2:?archs|inductor}; minutes=${3:-8}
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
@@ -18,7 +18,7 @@ case $part in
       --dtype bfloat16 --mode eval --task head --jobs 1 --repeats 20 --timeout 300 \
       -m llama -m gpt2 -m bert -m t5 -m vit -m whisper -m mixtral -m qwen2_moe --out "$out/cuda-archs-small-bf16" ;;
   inductor)
-    $py -m enablebot.cli sweep --pass inductor --device cuda --mode eval --task head --jobs 8 --repeats 10 \
+    $py -m enablebot.cli sweep --pass inductor --device cuda --mode eval --task main --jobs "${JOBS:-8}" --repeats 10 \
       --timeout 180 --max-minutes "$minutes" --out "$out/cuda-inductor-tiny" ;;
   *) echo "unknown part $part" >&2; exit 2 ;;
 esac

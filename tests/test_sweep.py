@@ -163,3 +163,22 @@ def test_registry_record_stores_each_architectures_status(full_sweep, tmp_path):
     assert jet["torch"] and jet["transformers"]
     # the Dynamo pass judges no numerics, so nothing counts as supported yet
     assert gpt["supported_at"] is None and gpt["numerics_passed"] is None
+
+
+def test_main_task_is_the_head_where_there_is_one_else_the_base():
+    reg = Registry.load()
+    items = plan(reg, SweepOptions(modes=("eval",), tasks=("main",)), models=["llama", "bert", "aimv2"])
+    assert {(it.model_id, it.task) for it in items} == {("llama", "head"), ("bert", "head"), ("aimv2", "base")}
+    both = plan(reg, SweepOptions(modes=("eval",), tasks=("main", "head")), models=["llama"])
+    assert [(it.model_id, it.task) for it in both] == [("llama", "head")]  # no duplicate item
+
+
+def test_a_worker_gets_the_architecture_it_already_imported_next():
+    from enablebot.pool import _affine
+    from enablebot.results import RunSpec
+
+    queue = ("c", "b", "a", "b")
+    pending = [RunSpec(model_id=m) for m in queue][::-1]  # the pool pops from the end
+    assert pending[_affine(pending, None)].model_id == "c"
+    assert pending[_affine(pending, "a")].model_id == "a"
+    assert pending[_affine(pending, "zzz")].model_id == "c"

@@ -18,7 +18,7 @@ def register(app: typer.Typer) -> None:
         pass_: str = typer.Option("dynamo", "--pass", help="dynamo: graph breaks over everything (cheap); inductor: numerics + speedup"),
         device: str = typer.Option("cpu", help="cpu or cuda"),
         mode: List[str] = typer.Option(["eval", "train"], help="eval and/or train (repeatable)"),
-        task: List[str] = typer.Option(["base", "head"], help="base and/or head (repeatable)"),
+        task: List[str] = typer.Option(["base", "head"], help="base and/or head (repeatable); main = the head where there is one, else the base"),
         model: List[str] = typer.Option([], "--model", "-m", help="only these model types (repeatable; default: all)"),
         models_file: Optional[Path] = typer.Option(None, help="only the model types listed in this file, one per line"),
         shard: Optional[str] = typer.Option(None, help="i/n: run shard i of n (GitHub Actions matrix)"),

@@ -35,7 +35,7 @@ def _build(spec: RunSpec) -> tuple[Any, dict[str, Any]]:
     from ..registry import Registry
     from ..resolve import resolve
 
-    res = resolve(spec.model_id, Registry.load(spec.registry), allow_remote_code=spec.allow_remote_code)
+    res = resolve(spec.model_id, Registry.load_cached(spec.registry), allow_remote_code=spec.allow_remote_code)
     built = build_model(res, size=spec.size, task=spec.task, seed=spec.seed)
     inputs = build_inputs(built.model, built.config, built.modality, res.entry.inputs if res.entry else None,
                           batch=spec.batch_size, seq_len=spec.seq_len, seed=spec.seed)
