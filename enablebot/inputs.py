@@ -13,6 +13,7 @@ A registry entry's `inputs` recipe adds or replaces tensors as data:
         input_features: {shape: [B, config.num_mel_bins, "2 * config.max_source_positions"]}
         image_grid_thw: {value: [[1, 4, 4]], repeat_batch: true, dtype: long}
         bbox: {rule: bbox}            # one of the generic rules below, by name
+        shared_kv_states: {items: {full_attention: {tuple: [{shape: [...]}, {shape: [...]}]}}}  # nested
         input_values: {rule: input_values, unsqueeze: 1}      # ... with a channel axis
         input_features: {rule: input_features, transpose: [1, 2]}  # ... frames first
       kwargs: {return_loss: false}    # non-tensor arguments
@@ -42,7 +43,10 @@ _FUNCS = {"max": max, "min": min}
 def _attr(config: Any, path: str) -> Any:
     obj = config
     for part in path.split("."):
-        obj = obj[part] if isinstance(obj, dict) else getattr(obj, part)
+        if isinstance(obj, dict) or (not hasattr(obj, part) and hasattr(obj, "__getitem__")):
+            obj = obj[part]  # dicts, and per-layer configs by layer type (`per_layer_config.full_attention`)
+        else:
+            obj = getattr(obj, part)
     return obj
 
 
@@ -498,6 +502,13 @@ def recipe_tensor(spec: dict[str, Any], *, config: Any, batch: int, seq_len: int
                   ctx: Ctx | None = None) -> Any:
     import torch
 
+    # Structured arguments (a dict of (key, value) tensor pairs per layer type...): nested specs.
+    if "items" in spec:
+        return {k: recipe_tensor(v, config=config, batch=batch, seq_len=seq_len, gen=gen, ctx=ctx)
+                for k, v in spec["items"].items()}
+    if "tuple" in spec:
+        return tuple(recipe_tensor(v, config=config, batch=batch, seq_len=seq_len, gen=gen, ctx=ctx)
+                     for v in spec["tuple"])
     if "rule" in spec:
         rule = rule_for(spec["rule"])
         if ctx is None or rule is None:

@@ -99,6 +99,8 @@ SSM_HEAD_PAIRS = (("mamba_n_heads", "mamba_d_head"), ("mamba_num_heads", "mamba_
                   ("num_heads", "head_dim"))
 SSM_GROUP_KEYS = {"n_groups", "mamba_n_groups", "mamba_ngroups"}
 EXPAND_KEYS = ("mamba_expand", "expand")
+# The last N layers reuse the KV caches of earlier layers (Gemma 3n/4).
+KV_SHARED_KEY = "num_kv_shared_layers"
 # Counts of leading dense layers before MoE ones: keep one so that MoE layers exist.
 LEADING_DENSE_KEYS = {"first_k_dense_replace", "num_dense_layers"}
 _SUBSET_COUNT_RE = re.compile(r"^num_sparse_\w*layers$")
@@ -323,18 +325,20 @@ def _widths(lv: _Level, p: SizeProfile) -> None:
             lv.set(k, [min(x, p.ffn) for x in lst])
 
 
-def _layer_kinds(lv: _Level, n_layers: int, p: SizeProfile, depth: int) -> list[int]:
-    """Indices of the layers to keep: the first layer of each distinct kind, then more
-    layers in order up to the profile's depth. A layer's kind is its value in every
-    per-layer list plus its membership in every layer-index list."""
+def _layer_kinds(lv: _Level, n_layers: int, p: SizeProfile, depth: int,
+                 layers: range | None = None) -> list[int]:
+    """Indices of the layers to keep (among `layers`, default all): the first layer of each
+    distinct kind, then more layers in order up to the profile's depth. A layer's kind is
+    its value in every per-layer list plus its membership in every layer-index list."""
+    layers = layers if layers is not None else range(n_layers)
     per_layer = [k for k, v in lv.d.items() if _per_layer(k, v, n_layers)]
     index_lists = [k for k, v in lv.d.items() if "layer" in k and _index_list(v, n_layers)]
     kinds: dict[tuple, int] = {}
-    for i in range(n_layers):
+    for i in layers:
         sig = tuple(lv.d[k][i] for k in per_layer) + tuple(i in lv.d[k] for k in index_lists)
         kinds.setdefault(sig, i)
     keep = sorted(kinds.values())[:MAX_LAYER_KINDS]
-    for i in range(n_layers):
+    for i in layers:
         if len(keep) >= depth:
             break
         if i not in keep:
@@ -366,7 +370,15 @@ def _layers(lv: _Level, p: SizeProfile) -> None:
     # A backbone with k feature taps keeps at least k layers, so that taps stay distinct.
     taps = max((len(lv.ints(k) or []) for k in OUT_INDEX_KEYS if max(lv.ints(k) or [0]) > p.layers), default=0)
     depth = max(p.layers, min(taps, n))
-    keep = _layer_kinds(lv, n, p, depth) if n > depth else list(range(n))
+    shared = d.get(KV_SHARED_KEY)
+    if n > depth and _int(shared) and 0 < shared < n:
+        # KV sharing: the last `shared` layers reuse the caches of earlier layers of their kind,
+        # so each kind is kept among both the cache producers and the consumers.
+        keep = _layer_kinds(lv, n, p, depth, range(n - shared)) + _layer_kinds(lv, n, p, depth, range(n - shared, n))
+    else:
+        keep = _layer_kinds(lv, n, p, depth) if n > depth else list(range(n))
+    if len(keep) < n and _int(shared) and shared > 0:
+        lv.set(KV_SHARED_KEY, sum(1 for i in keep if i >= n - shared))  # all shared stays all shared
     if len(keep) < n:
         for k, v in list(d.items()):
             if _per_layer(k, v, n):

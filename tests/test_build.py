@@ -110,6 +110,23 @@ def test_recipe_with_config_expressions():
         eval_dim("__import__('os')", config=cfg, batch=2, seq_len=4)
 
 
+def test_nested_recipe_tensors():
+    cfg = AutoConfig.for_model("whisper")
+    gen = torch.Generator().manual_seed(0)
+    spec = {"items": {"full_attention": {"tuple": [{"shape": ["B", 2, "S", 4]}, {"shape": ["B", 2, "S", 4]}]}}}
+    kv = recipe_tensor(spec, config=cfg, batch=2, seq_len=5, gen=gen)
+    assert set(kv) == {"full_attention"} and [tuple(t.shape) for t in kv["full_attention"]] == [(2, 2, 5, 4)] * 2
+
+
+def test_shrink_keeps_kv_sharing():
+    # Gemma 3n: the last layers reuse the KV caches of earlier layers of their kind, so each
+    # kind is kept among both the cache producers and the consumers.
+    cfg, _ = shrink_config(AutoConfig.for_model("gemma3n_text"))
+    n, shared = cfg.num_hidden_layers, cfg.num_kv_shared_layers
+    assert 0 < shared < n
+    assert set(cfg.layer_types[:n - shared]) == set(cfg.layer_types[n - shared:]) == set(cfg.layer_types)
+
+
 def test_recipe_replaces_generic_inputs(registry):
     b = build_model(resolve("bert", registry), task="base")
     recipe = {"drop": ["attention_mask"], "seq_len": 8,
