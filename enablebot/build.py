@@ -133,6 +133,7 @@ def build_model(res: Resolved, *, size: str = "tiny", task: str | None = None, s
     modality = (res.entry.modality if res.entry else None) or (known.modality if known else "text")
     if res.entry and res.entry.hook:
         model = call_hook(res.entry.hook, model=model, config=cfg)
+        cfg = getattr(model, "config", cfg)  # a hook may return a sub-model with its sub-config
     return Built(model=model, config=cfg, class_name=class_name, modality=modality, changes=changes)
 
 

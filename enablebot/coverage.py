@@ -51,32 +51,39 @@ class CoverageSummary(Serializable):
     coverage: float = 0.0  # ok / (total - missing)
 
 
-def item_class(model_type: str, task: str) -> str | None:
+def item_class(model_type: str, task: str, registry: Any = None) -> str | None:
     """The class a sweep item builds; None when the type has no such class (item skipped).
 
     `base` is the base model, or the only class of types that have neither base nor
     head (e.g. backbones); `head` is the main task head when it differs from the base.
+    A registry entry's `base`/`head` override the auto-mapping's (as in `sweep.plan`),
+    e.g. where the mapped class has no forward or takes a sub-config.
     """
     from . import catalog
 
     known = catalog.known_architectures().get(model_type)
     if known is None:
         return None
+    entry = registry.get(model_type) if registry is not None else None
+    base = (entry.base if entry else None) or known.base
+    head = (entry.head if entry else None) or known.head
     if task == "base":
-        if known.base:
-            return known.base
-        return None if known.head else known.classes[0]
+        if base:
+            return base
+        return None if head else known.classes[0]
     if task == "head":
-        return known.head if known.head and known.head != known.base else None
+        return head if head and head != base else None
     raise ValueError(f"task must be one of {TASKS}, not {task!r}")
 
 
 def sweep_items(model_types: Iterable[str] | None = None, tasks: Iterable[str] = TASKS,
-                modes: Iterable[str] = MODES) -> list[tuple[str, str, str]]:
+                modes: Iterable[str] = MODES, registry: Any = None) -> list[tuple[str, str, str]]:
     from . import catalog
+    from .registry import Registry
 
+    registry = registry if registry is not None else Registry.load()
     types = list(model_types) if model_types is not None else list(catalog.known_architectures())
-    return [(mt, t, m) for mt in types for t in tasks if item_class(mt, t) for m in modes]
+    return [(mt, t, m) for mt in types for t in tasks if item_class(mt, t, registry) for m in modes]
 
 
 def _reason(exc: BaseException) -> str:
@@ -124,7 +131,11 @@ def run_item(model_type: str, task: str, mode: str, *, registry: Any = None, siz
     stage = "resolve"
     built = None
     try:
-        item.class_name = item_class(model_type, task)
+        if registry is None:
+            from .registry import Registry
+
+            registry = Registry.load()
+        item.class_name = item_class(model_type, task, registry)
         if item.class_name is None:
             raise ValueError(f"{model_type} has no {task} class")
         res = resolve(model_type, registry)

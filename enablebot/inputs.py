@@ -468,6 +468,27 @@ def _image_sizes(ctx: Ctx) -> Any:
 RULES["image_sizes"] = _image_sizes
 
 
+def _flattened_patches(ctx: Ctx) -> Any:
+    """Variable-resolution patches (Pix2Struct, Kosmos-2.5): (batch, patches, 2 + patch
+    features), where columns 0 and 1 are the patch's 1-based row and column in its grid
+    (they index position embeddings, so they must be small non-negative integers)."""
+    import math
+
+    import torch
+
+    feats = int(_first(ctx.config, ("patch_embed_hidden_size",), _VISION_SUBS, 768))
+    n = 16
+    side = math.isqrt(n)
+    idx = torch.arange(n)
+    rows = (idx // side + 1).float().expand(ctx.batch, n)
+    cols = (idx % side + 1).float().expand(ctx.batch, n)
+    pixels = torch.randn(ctx.batch, n, feats, generator=ctx.gen)
+    return torch.cat([rows[..., None], cols[..., None], pixels], dim=-1)
+
+
+RULES["flattened_patches"] = _flattened_patches
+
+
 def default_inputs(model: Any, config: Any, modality: str, *, batch: int, seq_len: int, gen: Any,
                    skip: set[str] | frozenset[str] = frozenset()) -> dict[str, Any]:
     """Generic inputs; names in `skip` (given or dropped by a recipe) are left out."""
