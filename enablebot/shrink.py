@@ -505,6 +505,11 @@ def _misc(lv: _Level, p: SizeProfile) -> None:
         if lst and lst[0] > p.image:
             patch = lv.ints("patch_size") or [1]
             unit = math.lcm(*patch) * (2 ** stages if stages > 1 else 1)
+            # Windowed ViTs (LW-DETR, RF-DETR) cut the patch grid into num_windows = side^2
+            # windows: the grid must be a multiple of the side.
+            win = d.get("num_windows")
+            if _int(win) and win > 1 and math.isqrt(win) ** 2 == win:
+                unit *= math.isqrt(win)
             new = max(p.image - p.image % unit, unit * 2 if stages <= 1 else unit)
             lv.set(k, new if len(lst) == 1 else [new] * len(lst))
     # Sliding-window layers need a window; some defaults leave it unset.
