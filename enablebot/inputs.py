@@ -19,6 +19,7 @@ A registry entry's `inputs` recipe adds or replaces tensors as data:
       kwargs: {return_loss: false}    # non-tensor arguments
       seq_len: 16
       replace: true                   # only the recipe's tensors
+      hook: enablebot.hooks:video_session  # code for inputs data cannot express
       by_class:                       # per model class, merged over the above
         WhisperForConditionalGeneration: {drop: [decoder_attention_mask]}
 
@@ -110,6 +111,10 @@ def _first(config: Any, names: tuple[str, ...], subs: tuple[str, ...] = (), defa
     return default
 
 
+_IMAGE_TOKEN_KEYS = ("image_token_id", "image_token_index")
+# Where an image placeholder token is set: the text model, or the VLM that a retrieval
+# wrapper (ColPali lineage: `model.vlm`, `config.vlm_config`) embeds.
+_IMAGE_TOKEN_SUBS = ("text_config", "vlm_config")
 _VISION_SUBS = ("vision_config", "backbone_config", "encoder_config", "image_config")
 _AUDIO_SUBS = ("audio_config", "encoder_config", "speech_config")
 
@@ -352,7 +357,7 @@ def wanted_inputs(model: Any, config: Any, modality: str) -> list[str]:
     # Dual encoders (CLIP-like: text and image towers, no image placeholder token) run
     # both towers; models that merge images at placeholder tokens get text only unless a
     # recipe adds images with their tokens.
-    has_image_token = _first(config, ("image_token_id", "image_token_index"), ("text_config",)) is not None
+    has_image_token = _first(config, _IMAGE_TOKEN_KEYS, _IMAGE_TOKEN_SUBS) is not None
     if not has_image_token and {"input_ids", "pixel_values"} <= params and ({"input_ids", "pixel_values"} & set(names)):
         want("input_ids")
         want("pixel_values")
@@ -370,11 +375,9 @@ def wanted_inputs(model: Any, config: Any, modality: str) -> list[str]:
     return names
 
 
-_IMAGE_TOKEN_KEYS = ("image_token_id", "image_token_index")
-
-
 def _image_features_fn(model: Any) -> Any:
-    for obj in (model, getattr(model, "model", None)):
+    vlm = getattr(model, "vlm", None)  # retrieval wrappers around a VLM
+    for obj in (model, getattr(model, "model", None), vlm, getattr(vlm, "model", None)):
         fn = getattr(obj, "get_image_features", None)
         if fn is not None:
             return fn
@@ -405,6 +408,8 @@ def image_token_count(model: Any, ctx: Ctx) -> int | None:
     except Exception:
         return None
     feats = out.get("pooler_output") if hasattr(out, "get") else out
+    if feats is None and hasattr(out, "get"):  # models merging the encoder output itself (Llama 4)
+        feats = out.get("last_hidden_state")
     if isinstance(feats, (list, tuple)) and feats and torch.is_tensor(feats[0]):
         return int(feats[0].shape[0]) if feats[0].dim() == 2 else int(feats[0].shape[-2])
     if torch.is_tensor(feats):
@@ -418,7 +423,7 @@ def add_image_tokens(model: Any, ctx: Ctx) -> bool:
     nothing added) when the count cannot be found: the text-only path is used."""
     import torch
 
-    token = _first(ctx.config, _IMAGE_TOKEN_KEYS, ("text_config",))
+    token = _first(ctx.config, _IMAGE_TOKEN_KEYS, _IMAGE_TOKEN_SUBS)
     ids = ctx.out.get("input_ids")
     if token is None or ids is None:
         return False
@@ -505,7 +510,7 @@ def default_inputs(model: Any, config: Any, modality: str, *, batch: int, seq_le
         ctx.out[name] = rule(ctx)
     params = inspect.signature(model.forward).parameters
     if "input_ids" in ctx.out and "pixel_values" in params and "pixel_values" not in skip \
-            and _first(config, _IMAGE_TOKEN_KEYS, ("text_config",)) is not None:
+            and _first(config, _IMAGE_TOKEN_KEYS, _IMAGE_TOKEN_SUBS) is not None:
         add_image_tokens(model, ctx)
     return ctx.out
 
@@ -581,9 +586,28 @@ def build_inputs(model: Any, config: Any, modality: str, recipe: dict[str, Any] 
         out[name] = recipe_tensor(spec, config=config, batch=batch, seq_len=seq_len, gen=gen, ctx=ctx)
     for name, value in (recipe.get("kwargs") or {}).items():
         out[name] = value
+    # Images a recipe shapes (e.g. (batch, images, C, H, W)) still get their placeholder tokens;
+    # after the kwargs, which the trial forward in add_image_tokens needs too.
+    given = recipe.get("tensors") or {}
+    if "pixel_values" in given and "input_ids" in out and "input_ids" not in given \
+            and _first(config, _IMAGE_TOKEN_KEYS, _IMAGE_TOKEN_SUBS) is not None:
+        add_image_tokens(model, ctx)
+    if recipe.get("hook"):  # inputs no tensor recipe can express (e.g. a video inference session)
+        out.update(call_inputs_hook(recipe["hook"], model=model, config=config, batch=batch, seq_len=seq_len,
+                                    gen=gen, out=out))
     for name in recipe.get("drop", []):
         out.pop(name, None)
     return out
+
+
+def call_inputs_hook(ref: str, **kwargs: Any) -> dict[str, Any]:
+    """An `inputs: {hook: "enablebot.module:function"}` recipe: the function returns more inputs."""
+    import importlib
+
+    mod_name, _, fn_name = ref.partition(":")
+    if not mod_name.startswith("enablebot."):
+        raise ValueError(f"inputs hook {ref!r}: only enablebot.* hooks are allowed")
+    return dict(getattr(importlib.import_module(mod_name), fn_name)(**kwargs) or {})
 
 
 def for_class(recipe: dict[str, Any], class_name: str) -> dict[str, Any]:

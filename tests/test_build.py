@@ -136,6 +136,12 @@ def test_recipe_replaces_generic_inputs(registry):
     assert int(x["token_type_ids"].max()) <= 1
 
 
+def test_recipe_inputs_hook(registry):
+    b = build_model(resolve("bert", registry), task="base")
+    with pytest.raises(ValueError):  # only enablebot.* code may be named
+        build_inputs(b.model, b.config, b.modality, {"hook": "os:getcwd"})
+
+
 def test_unknown_optional_package_is_missing_dependency(tmp_path):
     with pytest.raises(MissingDependency) as e:
         check_requires(["enablebot_surely_absent_pkg"])
