@@ -572,6 +572,11 @@ def _defaults(cls: type) -> dict[str, Any] | None:
         return None
 
 
+# Backbone taps are constructor arguments even where the class keeps them off its fields:
+# a parent's backbone sub-config (UperNet's ResNet) taps other stages than the class default.
+_BACKBONE_TAPS = {"out_features", "out_indices"}
+
+
 def init_kwargs(cfg: PretrainedConfig, d: dict[str, Any], changed: set[str], prefix: str = "") -> dict[str, Any]:
     """Constructor arguments that rebuild `cfg` with the values of `d`: changed keys, and
     values that differ from the class defaults; derived attributes (present on a default
@@ -596,7 +601,7 @@ def init_kwargs(cfg: PretrainedConfig, d: dict[str, Any], changed: set[str], pre
         elif defaults is not None and k in defaults and defaults[k] == v:
             continue
         elif fields is not None and defaults is not None and k in defaults and k not in fields \
-                and f"_{k}" not in fields:  # `_out_indices` fields are set as `out_indices`
+                and f"_{k}" not in fields and k not in _BACKBONE_TAPS:  # `_out_indices` fields are set as `out_indices`
             continue
         else:
             out[k] = v
