@@ -70,14 +70,22 @@ LAYER_KEYS = (
     "num_hidden_layers", "num_layers", "n_layer", "n_layers", "encoder_layers", "decoder_layers",
     "num_encoder_layers", "num_decoder_layers", "text_layers", "vision_layers", "depth",
     "num_blocks", "num_transformer_layers", "num_decoder_blocks", "num_encoder_blocks",
-    "decoder_num_layers", "decoder_num_hidden_layers", "depths",
+    "decoder_num_layers", "decoder_num_hidden_layers", "depths", "num_self_attends_per_block",
 )
-HIDDEN_KEYS = {"hidden_size", "d_model", "n_embd", "embed_dim", "dim", "model_dim", "n_embed", "emb_dim"}
+# Per-stage repeat counts of hierarchical models (conv nets, detection backbones): lists
+# such as `depths`, `stage_num_blocks`, `stage_numb_of_layers` are capped entry by entry.
+_STAGE_COUNT_RE = re.compile(r"(depths|num_blocks|num_layers|numb?_of_layers)$")
+# A per-layer kind list (`layer_types`, `layers_block_type`) gives the layer count of configs
+# that derive it from the list's length.
+_KIND_LIST_RE = re.compile(r"^layers?_(block_)?types?$")
+HIDDEN_KEYS = {"hidden_size", "d_model", "n_embd", "embed_dim", "dim", "model_dim", "n_embed", "emb_dim", "d_latents"}
 HEAD_KEYS = {
     "num_attention_heads", "n_head", "n_heads", "encoder_attention_heads",
     "decoder_attention_heads", "num_heads", "attention_heads",
 }
 KV_HEAD_KEYS = {"num_key_value_heads", "n_kv_heads", "num_kv_heads", "multi_query_group_num"}
+# Feed-forward widths, also with prefixes (`t2u_encoder_ffn_dim`, `projection_intermediate_size`).
+_FFN_RE = re.compile(r"(intermediate_size|_ffn_dim)$")
 FFN_KEYS = {
     "intermediate_size", "ffn_dim", "d_ff", "n_inner", "encoder_ffn_dim", "decoder_ffn_dim",
     "ffn_hidden_size", "mlp_dim", "hidden_dim", "moe_intermediate_size", "shared_expert_intermediate_size",
@@ -108,6 +116,8 @@ OUT_INDEX_KEYS = ("out_indices", "backbone_out_indices")
 # Detection queries: top-k over image tokens, so no more than a tiny image has.
 QUERY_KEYS = {"num_queries"}
 VOCAB_KEYS = {"vocab_size"}
+# Prefixed vocabularies (`t2u_vocab_size`, `char_vocab_size`) of sub-models.
+_VOCAB_RE = re.compile(r"_vocab_size$")
 MAXPOS_KEYS = {"max_position_embeddings", "n_positions", "max_seq_len", "max_sequence_length", "seq_length"}
 # Audio encoders: frames after the convolutional front end; inputs are 2x this long.
 SOURCE_POS_KEYS = {"max_source_positions"}
@@ -317,7 +327,7 @@ def _widths(lv: _Level, p: SizeProfile) -> None:
     for k in list(d):
         if LORA_RE.search(k):
             lv.cap(k, p.lora_rank)
-    for k in FFN_KEYS:
+    for k in [k for k in d if k in FFN_KEYS or _FFN_RE.search(k)]:
         lst = lv.ints(k)
         if lst and len(lst) == 1:
             lv.cap(k, p.ffn)
@@ -364,9 +374,12 @@ def _layers(lv: _Level, p: SizeProfile) -> None:
     # (fewer stages would break the heads), so a layer count equal to the stage count stays.
     stages = {len(v) for k, v in d.items() if k in HIDDEN_KEYS | HEAD_KEYS | {"depths"} and isinstance(v, list)}
     main = next((k for k in LAYER_KEYS if _int(d.get(k)) and d[k] > 0 and d[k] not in stages), None)
-    if main is None:
+    kinds = next((k for k, v in d.items() if _KIND_LIST_RE.match(k) and isinstance(v, list) and v
+                  and all(isinstance(x, str) for x in v)), None)
+    if main is None and kinds is None:
+        _stage_counts(lv, p)
         return
-    n = d[main]
+    n = d[main] if main is not None else len(d[kinds])
     # A backbone with k feature taps keeps at least k layers, so that taps stay distinct.
     taps = max((len(lv.ints(k) or []) for k in OUT_INDEX_KEYS if max(lv.ints(k) or [0]) > p.layers), default=0)
     depth = max(p.layers, min(taps, n))
@@ -391,6 +404,7 @@ def _layers(lv: _Level, p: SizeProfile) -> None:
             lv.set(k, [min(x, p.layers) for x in lst])
         elif lst and lst[0] > 0 and lst[0] not in stages:
             lv.set(k, len(keep) if lst[0] == n else min(lst[0], p.layers))
+    _stage_counts(lv, p)
     # Backbone feature taps index hidden states (0 = embeddings .. n = last layer): spread
     # them over the kept layers, keeping their number (necks have one input per tap).
     new_n = len(keep)
@@ -414,6 +428,15 @@ def _layers(lv: _Level, p: SizeProfile) -> None:
     for k in LEADING_DENSE_KEYS:
         if _int(d.get(k)) and d[k] > 1:
             lv.set(k, 1)
+
+
+def _stage_counts(lv: _Level, p: SizeProfile) -> None:
+    """Per-stage repeat counts (blocks per stage, layers per block) are capped entry by entry;
+    the number of stages stays (per-stage widths and feature taps depend on it)."""
+    for k, v in list(lv.d.items()):
+        lst = _ints(v) if isinstance(v, list) else None
+        if lst and len(lst) > 1 and (k in LAYER_KEYS or _STAGE_COUNT_RE.search(k)):
+            lv.set(k, [min(x, p.layers) for x in lst])
 
 
 def _experts(lv: _Level, p: SizeProfile) -> None:
@@ -488,9 +511,13 @@ def _rope(lv: _Level) -> None:
 def _misc(lv: _Level, p: SizeProfile) -> None:
     d = lv.d
     # Vocab: small, but above every special token id the config refers to.
+    need = max(lv.token_ids + (0,)) + 1  # every special token id must be a valid index
+    for k, v in list(d.items()):
+        # A sub-model's own vocabulary (`t2u_vocab_size`, `decoder_vocab_size`): shrunk, never grown.
+        if k not in VOCAB_KEYS and _VOCAB_RE.search(k) and k != "type_vocab_size" and _int(v) and v > p.vocab:
+            lv.set(k, max(p.vocab, min(v, need)))
     for k in VOCAB_KEYS:
         v = d.get(k)
-        need = max(lv.token_ids + (0,)) + 1  # every special token id must be a valid index
         if v is None and k in d and "hidden_size" in d:
             lv.set(k, max(p.vocab, need))  # left to a tokenizer in the full config
         elif _int(v) and (v > p.vocab or v < need):
@@ -562,6 +589,11 @@ def _defaults(cls: type) -> dict[str, Any] | None:
         return None
 
 
+# Backbone taps are constructor arguments even where the class keeps them off its fields:
+# a parent's backbone sub-config (UperNet's ResNet) taps other stages than the class default.
+_BACKBONE_TAPS = {"out_features", "out_indices"}
+
+
 def init_kwargs(cfg: PretrainedConfig, d: dict[str, Any], changed: set[str], prefix: str = "") -> dict[str, Any]:
     """Constructor arguments that rebuild `cfg` with the values of `d`: changed keys, and
     values that differ from the class defaults; derived attributes (present on a default
@@ -586,7 +618,7 @@ def init_kwargs(cfg: PretrainedConfig, d: dict[str, Any], changed: set[str], pre
         elif defaults is not None and k in defaults and defaults[k] == v:
             continue
         elif fields is not None and defaults is not None and k in defaults and k not in fields \
-                and f"_{k}" not in fields:  # `_out_indices` fields are set as `out_indices`
+                and f"_{k}" not in fields and k not in _BACKBONE_TAPS:  # `_out_indices` fields are set as `out_indices`
             continue
         else:
             out[k] = v
