@@ -52,3 +52,17 @@ def video_session(*, model: Any, config: Any, batch: int, seq_len: int, gen: Any
         session.prompt_input_ids[pid] = torch.randint(3, vocab, (1, 32), generator=gen)
         session.prompt_attention_masks[pid] = torch.ones(1, 32, dtype=torch.long)
     return {"inference_session": session, "frame_idx": 0}
+
+def main_submodel(*, model: Any, config: Any) -> Any:
+    """Composite pipelines whose top class has no forward (Bark, the Qwen Omni models run by
+    `generate()` stage by stage): the first sub-model that has one, as built inside the full
+    model from its sub-config (Bark's semantic model, Omni's thinker)."""
+    import torch.nn as nn
+    from transformers import PreTrainedModel
+
+    if type(model).forward is not nn.Module.forward:
+        return model
+    for child in model.children():
+        if isinstance(child, PreTrainedModel) and type(child).forward is not nn.Module.forward:
+            return child
+    return model
