@@ -45,6 +45,7 @@ class SweepSummary(Serializable):
     model_seconds_p50: float | None = None
     model_seconds_p90: float | None = None
     slowest: list[dict] = field(default_factory=list)
+    stage_seconds: dict[str, float] = field(default_factory=dict)  # summed over models: create, eager, explain...
 
 
 def accuracy(r: RunResult) -> str:
@@ -82,7 +83,9 @@ def summarize(results: list[RunResult]) -> SweepSummary:
     if speedups:
         s.speedup_median = round(statistics.median(speedups), 3)
         s.speedup_geomean = round(statistics.geometric_mean(speedups), 3)
-    s.versions = sorted({f"torch {r.versions.torch} / transformers {r.versions.transformers}" for r in results})
+    # Public versions: a parent-made timeout records "2.11.0", the worker "2.11.0+cu130".
+    s.versions = sorted({f"torch {r.versions.torch.split('+')[0]} / transformers {r.versions.transformers}"
+                         for r in results})
     s.devices = sorted({r.spec.device for r in results})
     missing: dict[str, set] = defaultdict(set)
     for r in results:
@@ -100,6 +103,13 @@ def summarize(results: list[RunResult]) -> SweepSummary:
         s.model_seconds_p90 = round(durations[int(0.9 * (len(durations) - 1))], 2)
         s.slowest = [{"key": r.key, "seconds": r.duration_s, "verdict": r.verdict}
                      for r in sorted(results, key=lambda r: -r.duration_s)[:8]]
+    stages: Counter = Counter()
+    for r in results:
+        stages.update(r.stage_s)
+    untimed = s.model_seconds_total - sum(stages.values())
+    if stages and untimed > 0:
+        stages["other (imports, process setup, timeouts, crashes)"] = untimed
+    s.stage_seconds = {k: round(v, 1) for k, v in stages.most_common()}
     s.failures.sort(key=lambda f: f["key"])
     return s
 
@@ -142,6 +152,10 @@ def markdown(summary: SweepSummary, clusters: list[Cluster], results: list[RunRe
         lines.append(f"- time per model: median {s.model_seconds_p50:.1f} s, p90 {s.model_seconds_p90:.1f} s, "
                      f"total {s.model_seconds_total:.0f} s of worker time; slowest: "
                      + ", ".join(f"{d['key'].split('|')[0]} ({d['seconds']:.0f} s)" for d in s.slowest[:5]))
+    if s.stage_seconds:
+        total = sum(s.stage_seconds.values()) or 1.0
+        lines.append("- where the time goes: " + ", ".join(
+            f"{k} {v:.0f} s ({v / total:.0%})" for k, v in s.stage_seconds.items()))
     lines += ["", "## Status per modality", "", "| modality | " + " | ".join(OK_VERDICTS) + " | other |", "|---|---|---|---|"]
     for fam, c in sorted(_family_table(results).items()):
         other = sum(n for v, n in c.items() if v not in OK_VERDICTS)
@@ -231,9 +245,17 @@ full graph {summary.full_graph_rate:.1%}; {html.escape('; '.join(summary.version
 </body></html>"""
 
 
-def write_reports(out_dir: Path) -> list[Path]:
+def with_registry_modality(results: list[RunResult], modality_of: dict[str, str]) -> list[RunResult]:
+    """Results that never built (create errors, timeouts) carry no modality: take the registry's."""
+    for r in results:
+        if not r.modality:
+            r.modality = modality_of.get(r.model_type or r.spec.model_id, "")
+    return results
+
+
+def write_reports(out_dir: Path, modality_of: dict[str, str] | None = None) -> list[Path]:
     out_dir = Path(out_dir)
-    results = list(load_results(out_dir / RESULTS_FILE).values())
+    results = with_registry_modality(list(load_results(out_dir / RESULTS_FILE).values()), modality_of or {})
     summary = summarize(results)
     clusters = cluster_breaks(results)
     paths = [out_dir / n for n in ("summary.json", "triage.json", "results.csv", "report.md", "report.html")]

@@ -207,6 +207,7 @@ class RunResult(Serializable):
     trace_dir: str | None = None
     started_at: str = ""
     duration_s: float = 0.0
+    stage_s: dict[str, float] = field(default_factory=dict)  # seconds per stage: where the time goes
     schema_version: int = SCHEMA_VERSION
 
     @property

@@ -43,6 +43,16 @@ def _stage(stage: str, verdict: str):
         raise _StageError(verdict, _error(stage, e)) from e
 
 
+@contextlib.contextmanager
+def _timed(result: RunResult, stage: str):
+    """Add the wall time of the block to result.stage_s[stage] (sweeps report where time goes)."""
+    t0 = time.perf_counter()
+    try:
+        yield
+    finally:
+        result.stage_s[stage] = round(result.stage_s.get(stage, 0.0) + time.perf_counter() - t0, 3)
+
+
 class _RecompileCounter(logging.Handler):
     def __init__(self) -> None:
         super().__init__(logging.DEBUG)
@@ -152,13 +162,15 @@ def _run_stages(spec: RunSpec, result: RunResult, say: Callable[[str], None], to
     dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[spec.dtype]
 
     say("building the tiny model")
-    with _stage("resolve", "create_error"):
+    with _timed(result, "create"), _stage("resolve", "create_error"):
         from .registry import Registry
 
         res = resolve(spec.model_id, Registry.load_cached(spec.registry), allow_remote_code=spec.allow_remote_code)
     result.model_type = res.model_type
+    if res.entry and res.entry.modality:
+        result.modality = res.entry.modality  # known even when the build fails; the build refines it
     try:
-        with _stage("create", "create_error"):
+        with _timed(result, "create"), _stage("create", "create_error"):
             built = build_mod.build_model(res, size=spec.size, task=spec.task, seed=spec.seed)
             recipe = res.entry.inputs if res.entry else None
             inputs = build_inputs(built.model, built.config, built.modality, recipe,
@@ -175,7 +187,7 @@ def _run_stages(spec: RunSpec, result: RunResult, say: Callable[[str], None], to
     if spec.mode == "train":
         model.train()
 
-    with _stage("eager", "eager_error"):
+    with _timed(result, "eager"), _stage("eager", "eager_error"):
         model = model.to(device=device, dtype=dtype)
         run_inputs = _to(inputs, device, dtype)
         step = make_step(model, run_inputs, spec.mode)
@@ -184,17 +196,18 @@ def _run_stages(spec: RunSpec, result: RunResult, say: Callable[[str], None], to
     if spec.fast:
         _dynamo_pass(spec, result, model, run_inputs, step, torch)
         return
-    with _stage("eager", "eager_error"):
+    with _timed(result, "reference"), _stage("eager", "eager_error"):
         say("second eager run and the fp64 reference")
         eager_out2 = step(model)
         deterministic = numerics.outputs_equal(eager_out, eager_out2)
     fp64_out = None
-    try:
-        fp64_model = copy.deepcopy(model).to(dtype=torch.float64)
-        fp64_out = make_step(fp64_model, _to(inputs, device, torch.float64), spec.mode)(fp64_model)
-        del fp64_model
-    except Exception:  # noqa: BLE001 - some ops have no fp64 kernel: numerics falls back to cosine
-        fp64_out = None
+    with _timed(result, "reference"):
+        try:
+            fp64_model = copy.deepcopy(model).to(dtype=torch.float64)
+            fp64_out = make_step(fp64_model, _to(inputs, device, torch.float64), spec.mode)(fp64_model)
+            del fp64_model
+        except Exception:  # noqa: BLE001 - some ops have no fp64 kernel: numerics falls back to cosine
+            fp64_out = None
 
     # 1. Every break, with its user frame, from Dynamo's explain.
     say("explain: collecting graph breaks")
@@ -213,7 +226,7 @@ def _run_stages(spec: RunSpec, result: RunResult, say: Callable[[str], None], to
 
     counters.clear()
     trace_ctx = _trace(spec.trace_dir) if spec.trace_dir else contextlib.nullcontext()
-    with trace_ctx, count_recompiles() as recompiles:
+    with trace_ctx, count_recompiles() as recompiles, _timed(result, "compile"):
         with _stage("compile", "compile_error"):
             compiled = torch.compile(model, backend=spec.backend, dynamic=spec.dynamic or None)
             t0 = time.perf_counter()
@@ -238,13 +251,18 @@ def _run_stages(spec: RunSpec, result: RunResult, say: Callable[[str], None], to
     result.timing = Timing()
     if spec.timing:
         say(f"timing: {spec.warmup} warm-up + {spec.repeats} interleaved repeats")
-        with _stage("timing", result.verdict):
+        with _timed(result, "timing"), _stage("timing", result.verdict):
             result.timing = timing.interleaved(lambda: step(model), lambda: step(compiled), device=device,
                                                repeats=spec.repeats, warmup=spec.warmup)
     result.timing.compile_s = round(compile_s, 3)
 
 
 def _explain(spec: RunSpec, result: RunResult, model: Any, run_inputs: dict[str, Any], torch: Any) -> bool:
+    with _timed(result, "explain"):
+        return _explain_untimed(spec, result, model, run_inputs, torch)
+
+
+def _explain_untimed(spec: RunSpec, result: RunResult, model: Any, run_inputs: dict[str, Any], torch: Any) -> bool:
     torch._dynamo.reset()
     try:
         # Breaks happen while Dynamo traces the forward; the backward is AOT-traced whole.
@@ -259,6 +277,11 @@ def _explain(spec: RunSpec, result: RunResult, model: Any, run_inputs: dict[str,
 
 
 def _fullgraph(spec: RunSpec, result: RunResult, step: Callable[[Any], Any], model: Any, torch: Any) -> None:
+    with _timed(result, "fullgraph"):
+        _fullgraph_untimed(spec, result, step, model, torch)
+
+
+def _fullgraph_untimed(spec: RunSpec, result: RunResult, step: Callable[[Any], Any], model: Any, torch: Any) -> None:
     torch._dynamo.reset()
     try:
         step(torch.compile(model, fullgraph=True, backend="eager", dynamic=spec.dynamic or None))

@@ -146,4 +146,23 @@ def run_sweep(items: list[SweepItem], opts: SweepOptions, out_dir: Path, *, jobs
             on_result(result)
     stats.wall_s = round(time.time() - t0, 1)
     stats.not_started = len(todo) - stats.ran
+    _log_run(out_dir, stats, opts, jobs, t0)
     return stats
+
+
+RUNS_FILE = "sweep_runs.jsonl"
+
+
+def _log_run(out_dir: Path, stats: SweepStats, opts: SweepOptions, jobs: int, t0: float) -> None:
+    """One line per sweep invocation (a resumed sweep has several): wall time and throughput
+    belong to the invocation, not to any one result, and benchmarks/sweep_speed.py adds them up."""
+    import datetime as _dt
+    import json
+
+    line = {"started_at": _dt.datetime.fromtimestamp(t0, _dt.timezone.utc).replace(microsecond=0).isoformat(),
+            "pass": opts.pass_, "device": opts.device, "jobs": jobs, "planned": stats.planned,
+            "skipped_done": stats.skipped_done, "ran": stats.ran, "not_started": stats.not_started,
+            "wall_s": stats.wall_s}
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with open(out_dir / RUNS_FILE, "a", encoding="utf-8") as f:
+        f.write(json.dumps(line) + "\n")

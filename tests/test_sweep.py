@@ -56,6 +56,12 @@ def test_sweep_results_and_reports(full_sweep):
     for col in ("name", "graph_breaks", "unique_graph_breaks", "speedup", "compilation_latency"):
         assert col in header
     assert "<img src='data:image/png;base64," in (full_sweep / "report.html").read_text()
+    # Where the time goes: the Dynamo pass builds, runs eager and explains every model.
+    for r in results.values():
+        assert {"create", "eager", "explain"} <= set(r.stage_s) and r.stage_s["explain"] > 0
+    summary = json.loads((full_sweep / "summary.json").read_text())
+    assert summary["stage_seconds"]["explain"] > 0
+    assert "where the time goes" in (full_sweep / "report.md").read_text()
 
 
 def test_shards_merge_to_the_same_result_as_one_sweep(full_sweep, tmp_path):
@@ -182,3 +188,16 @@ def test_a_worker_gets_the_architecture_it_already_imported_next():
     assert pending[_affine(pending, None)].model_id == "c"
     assert pending[_affine(pending, "a")].model_id == "a"
     assert pending[_affine(pending, "zzz")].model_id == "c"
+
+
+def test_a_cuda_worker_is_retired_only_after_a_failure_that_touched_cuda():
+    from enablebot.pool import _poisoned
+    from enablebot.results import RunResult, RunSpec
+
+    def res(device, verdict):
+        return RunResult(spec=RunSpec(model_id="m", device=device), verdict=verdict)
+
+    assert _poisoned(res("cuda", "eager_error")) and _poisoned(res("cuda", "compile_error"))
+    assert not _poisoned(res("cuda", "create_error"))  # built on the CPU: the CUDA context is clean
+    assert not _poisoned(res("cuda", "full_graph")) and not _poisoned(res("cpu", "eager_error"))
+    assert _poisoned(res("cpu", "crash")) and _poisoned(res("cpu", "timeout"))

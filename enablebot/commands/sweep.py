@@ -75,7 +75,7 @@ def register(app: typer.Typer) -> None:
         if report:
             from ..reports import write_reports
 
-            paths = write_reports(out)
+            paths = write_reports(out, _modalities(reg))
             err.print("reports: " + ", ".join(str(p) for p in paths))
 
     from .report import report_app
@@ -84,12 +84,13 @@ def register(app: typer.Typer) -> None:
     def report_sweep(results: Path = typer.Argument(..., help="a sweep or merge output directory")) -> None:
         """(Re)write the Markdown, HTML, CSV, summary and triage reports of a sweep directory."""
         from ..checkpoint import RESULTS_FILE
+        from ..registry import Registry
         from ..reports import write_reports
 
         if not (results / RESULTS_FILE).exists():
             Console(stderr=True).print(f"[red]error:[/red] {results / RESULTS_FILE} does not exist")
             raise typer.Exit(2)
-        for p in write_reports(results):
+        for p in write_reports(results, _modalities(Registry.load())):
             print(p)
         summary = os.environ.get("GITHUB_STEP_SUMMARY")
         if summary:
@@ -104,6 +105,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Combine shard results into one result set (the same as one sweep would give)."""
         from ..checkpoint import RESULTS_FILE, load_results, write_results
+        from ..registry import Registry
 
         merged = {}
         for d in shards:
@@ -118,4 +120,8 @@ def register(app: typer.Typer) -> None:
         if report:
             from ..reports import write_reports
 
-            write_reports(out)
+            write_reports(out, _modalities(Registry.load()))
+
+
+def _modalities(reg) -> dict[str, str]:
+    return {mt: e.modality for mt, e in reg.entries.items() if e.modality}

@@ -1,0 +1,88 @@
+"""How fast is a sweep, and where does its time go?
+
+Runs `enablebot sweep` into a fresh directory (no resume) with the options given after `--`,
+then prints items, wall time, models/minute, the projected time for the whole planned set
+(when --max-minutes cut it short), time per stage summed over models (create, eager,
+explain, compile, ...), the share of graph-breaking models, and the slowest models.
+With --results DIR it reads an existing sweep instead (wall time from its sweep_runs.jsonl,
+summed over resumed invocations).
+
+    .venv/bin/python benchmarks/sweep_speed.py -- --jobs 2                       # the CPU Dynamo pass, everything
+    .venv/bin/python benchmarks/sweep_speed.py -- --jobs 2 --max-minutes 5       # a sample, projected
+    .venv/bin/python benchmarks/sweep_speed.py --results results/cpu-dynamo
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+
+def report(out: Path, wall_s: float, planned: int) -> None:
+    from enablebot.checkpoint import RESULTS_FILE, load_results
+    from enablebot.reports import summarize
+
+    results = list(load_results(out / RESULTS_FILE).values())
+    n = len(results)
+    rate = n / (wall_s / 60) if wall_s else 0.0
+    print(f"items: {n} of {planned} planned; wall {wall_s / 60:.1f} min; {rate:.1f} models/min")
+    if n < planned and rate:
+        print(f"projected for all {planned}: {planned / rate:.1f} min")
+    s = summarize(results)
+    print(f"verdicts: {dict(sorted(s.verdicts.items()))}; built and ran eager: {s.coverage:.1%}")
+    total = sum(s.stage_seconds.values()) or 1.0
+    print(f"worker time {s.model_seconds_total:.0f} s (median {s.model_seconds_p50} s, p90 {s.model_seconds_p90} s a model)")
+    for k, v in s.stage_seconds.items():
+        print(f"  {k:45s} {v:8.0f} s  {v / total:6.1%}")
+    by_verdict = Counter()
+    for r in results:
+        by_verdict[r.verdict] += r.duration_s
+    for v, secs in by_verdict.most_common():
+        k = s.verdicts[v]
+        print(f"  verdict {v:15s} {k:5d} models ({k / n:5.1%}) {secs:8.0f} s ({secs / (s.model_seconds_total or 1):5.1%})")
+    print("slowest:")
+    for r in sorted(results, key=lambda r: -r.duration_s)[:10]:
+        print(f"  {r.spec.model_id}/{r.spec.task}/{r.spec.mode}: {r.duration_s:.1f} s {r.verdict} "
+              f"{json.dumps(r.stage_s)}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    sweep_args = argv[argv.index("--") + 1:] if "--" in argv else []
+    own = argv[:argv.index("--")] if "--" in argv else argv
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--results", type=Path, help="analyse this existing sweep directory instead of running one")
+    ap.add_argument("--out", type=Path, help="where the new sweep writes (default: a fresh temporary directory)")
+    args = ap.parse_args(own)
+    if args.results:
+        runs = [json.loads(ln) for ln in (args.results / "sweep_runs.jsonl").read_text().splitlines() if ln.strip()]
+        planned = max(r["planned"] for r in runs)
+        report(args.results, sum(r["wall_s"] for r in runs), planned)
+        return 0
+    out = args.out or Path(tempfile.mkdtemp(prefix="sweep-speed-"))
+    if (out / "results.jsonl").exists():
+        print(f"{out} holds a sweep already: a benchmark starts fresh (pass another --out)", file=sys.stderr)
+        return 2
+    t0 = time.time()
+    p = subprocess.run([sys.executable, "-m", "enablebot.cli", "sweep", "--out", str(out), *sweep_args], cwd=ROOT)
+    wall = time.time() - t0
+    if p.returncode:
+        return p.returncode
+    runs = [json.loads(ln) for ln in (out / "sweep_runs.jsonl").read_text().splitlines() if ln.strip()]
+    print(f"\nsweep command wall time (incl. start-up and reports): {wall / 60:.1f} min; results in {out}")
+    report(out, runs[-1]["wall_s"], runs[-1]["planned"])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
