@@ -62,6 +62,8 @@ def test_sweep_results_and_reports(full_sweep):
     summary = json.loads((full_sweep / "summary.json").read_text())
     assert summary["stage_seconds"]["explain"] > 0
     assert "where the time goes" in (full_sweep / "report.md").read_text()
+    runs = [json.loads(ln) for ln in (full_sweep / "sweep_runs.jsonl").read_text().splitlines()]
+    assert runs[-1]["ran"] == len(MODELS) and runs[-1]["wall_s"] > 0 and runs[-1]["pass"] == "dynamo"
 
 
 def test_shards_merge_to_the_same_result_as_one_sweep(full_sweep, tmp_path):
