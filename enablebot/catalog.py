@@ -35,6 +35,22 @@ HEAD_PRIORITY: tuple[tuple[str, str, str], ...] = (
     ("MODEL_FOR_TEXT_TO_SPECTROGRAM_MAPPING_NAMES", "text-to-spectrogram", "text"),
 )
 
+# Only for types with no base model and none of the heads above (backbones, matting, keypoints,
+# retrieval, ...): without these they would silently drop out of "every model_type that has a
+# model class". Kept apart so they never displace a base model's usual head.
+HEAD_FALLBACK: tuple[tuple[str, str, str], ...] = (
+    ("MODEL_FOR_UNIVERSAL_SEGMENTATION_MAPPING_NAMES", "universal-segmentation", "vision"),
+    ("MODEL_FOR_KEYPOINT_DETECTION_MAPPING_NAMES", "keypoint-detection", "vision"),
+    ("MODEL_FOR_KEYPOINT_MATCHING_MAPPING_NAMES", "keypoint-matching", "vision"),
+    ("MODEL_FOR_POSE_ESTIMATION_MAPPING_NAMES", "pose-estimation", "vision"),
+    ("MODEL_FOR_IMAGE_MATTING_MAPPING_NAMES", "image-matting", "vision"),
+    ("MODEL_FOR_TABLE_RECOGNITION_MAPPING_NAMES", "table-recognition", "vision"),
+    ("MODEL_FOR_RETRIEVAL_MAPPING_NAMES", "retrieval", "multimodal"),
+    ("MODEL_FOR_BACKBONE_MAPPING_NAMES", "backbone", "vision"),
+    ("MODEL_FOR_DECISION_MAPPING_NAMES", "decision", "timeseries"),
+    ("MODEL_FOR_PRETRAINING_MAPPING_NAMES", "pretraining", "text"),
+)
+
 # Mappings whose presence tells the modality when the head does not.
 _MODALITY_HINTS: tuple[tuple[str, str], ...] = (
     ("MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES", "multimodal"),
@@ -97,6 +113,12 @@ def known_architectures() -> dict[str, KnownArch]:
             if cls:
                 head, task, modality = cls, task_name, mod
                 break
+        if not base and not head:
+            for map_name, task_name, mod in HEAD_FALLBACK:
+                cls = _first_class(all_maps.get(map_name, {}).get(mt))
+                if cls:
+                    head, task, modality = cls, task_name, mod
+                    break
         for map_name, mod in _MODALITY_HINTS:
             if mt in all_maps.get(map_name, {}):
                 if modality in (None, "text") or (modality == "vision" and mod == "multimodal"):

@@ -25,6 +25,8 @@ def seed_registry(registry: Registry, *, now: str | None = None) -> list[str]:
             e.modality = k.modality
         e.config_class = e.config_class or k.config_class
         e.base = e.base or k.base
-        e.head, e.task = (e.head, e.task) if e.head else (k.head, k.task)
+        if not e.head and k.head:
+            # the modality was guessed without a head; the head's task now tells it
+            e.head, e.task, e.modality = k.head, k.task, k.modality
         registry.upsert(e)
     return added

@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # The CUDA evidence runs, on the GPU machine (torch 2.11 + transformers 5.17 there), from the
-# source tree. Usage: bash scripts/gpu_evidence.sh OUT_DIR {archs|inductor} [MAX_MINUTES]
+# source tree. Usage: bash scripts/gpu_evidence.sh OUT_DIR {archs|inductor|cache} [MAX_MINUTES]
 #   archs:    8 architectures across families at a realistic small size
 #             (hidden 512, 4 layers, batch 8, seq 512, bf16), one at a time so timings are clean.
 #   inductor: the Inductor pass (numerics + speedup) over every architecture (its main model:
 #             the task head, else the base), eval, parallel isolated workers; resumable.
+#   cache:    the Inductor pass over sweeps/gpu-cache-sample.txt twice, side by side: first with an
+#             empty Inductor cache (cold), then the same models again (warm: FX graph, AOTAutograd
+#             and Triton caches hit), each into its own results directory.
 set -u
 out=${1:?OUT_DIR}; part=${2:?archs|inductor}; minutes=${3:-8}
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
@@ -20,5 +23,12 @@ case $part in
   inductor)
     $py -m enablebot.cli sweep --pass inductor --device cuda --mode eval --task main --jobs "${JOBS:-8}" --repeats 10 \
       --timeout 180 --max-minutes "$minutes" --out "$out/cuda-inductor-tiny" ;;
+  cache)
+    export TORCHINDUCTOR_CACHE_DIR=/tmp/enablebot-inductor-cache; rm -rf "$TORCHINDUCTOR_CACHE_DIR"
+    common=(--pass inductor --device cuda --mode eval --task main --jobs "${JOBS:-12}" --repeats 10
+            --timeout "${TIMEOUT:-90}" --no-report --max-minutes "$minutes" --models-file sweeps/gpu-cache-sample.txt)
+    $py -m enablebot.cli sweep "${common[@]}" --out "$out/cache-cold"
+    $py -m enablebot.cli sweep "${common[@]}" --out "$out/cache-warm"
+    du -sh "$TORCHINDUCTOR_CACHE_DIR"; rm -rf "$out"/cache-*/logs ;;
   *) echo "unknown part $part" >&2; exit 2 ;;
 esac

@@ -203,3 +203,25 @@ def test_a_cuda_worker_is_retired_only_after_a_failure_that_touched_cuda():
     assert not _poisoned(res("cuda", "create_error"))  # built on the CPU: the CUDA context is clean
     assert not _poisoned(res("cuda", "full_graph")) and not _poisoned(res("cpu", "eager_error"))
     assert _poisoned(res("cpu", "crash")) and _poisoned(res("cpu", "timeout"))
+
+
+def test_bad_model_lists_are_refused_before_any_work(tmp_path):
+    empty = tmp_path / "models.txt"
+    empty.write_text("# nothing here yet\n\n")
+    p = cli("sweep", "--out", str(tmp_path / "a"), "--models-file", str(empty))
+    assert p.returncode == 2 and "lists no model types" in p.stderr  # must not widen to the whole zoo
+    p = cli("sweep", "--out", str(tmp_path / "b"), "-m", "llama", "-m", "no_such_arch")
+    assert p.returncode == 2 and "no_such_arch" in p.stderr
+    assert not (tmp_path / "a" / RESULTS_FILE).exists() and not (tmp_path / "b" / RESULTS_FILE).exists()
+
+
+def test_every_known_architecture_has_a_model_to_sweep():
+    """Types with only a backbone, matting, keypoint or retrieval class used to drop out of the plan."""
+    from enablebot.catalog import known_architectures
+
+    known = known_architectures()
+    assert [mt for mt, a in known.items() if not (a.base or a.head)] == []
+    assert (known["vitmatte"].head, known["vitmatte"].task) == ("VitMatteForImageMatting", "image-matting")
+    assert known["resnet"].task == "image-classification"  # a fallback never displaces a usual head
+    items = plan(Registry.load_cached(None), SweepOptions(modes=("eval",), tasks=("main",)), ["vitmatte", "superglue"])
+    assert sorted((it.model_id, it.task) for it in items) == [("superglue", "head"), ("vitmatte", "head")]

@@ -48,7 +48,12 @@ def register(app: typer.Typer) -> None:
         reg = Registry.load(registry)
         wanted = list(model)
         if models_file:
-            wanted += [ln.strip() for ln in models_file.read_text().splitlines() if ln.strip() and not ln.startswith("#")]
+            listed = [ln.strip() for ln in models_file.read_text().splitlines() if ln.strip() and not ln.startswith("#")]
+            if not listed:
+                # an empty list must not silently widen to the whole zoo
+                err.print(f"[red]error:[/red] {models_file} lists no model types (one per line; # starts a comment)")
+                raise typer.Exit(2)
+            wanted += listed
         unknown = [m for m in wanted if m not in reg]
         if unknown:
             err.print(f"[red]error:[/red] not in the registry: {', '.join(unknown)} (run `enablebot registry seed`)")
