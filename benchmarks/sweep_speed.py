@@ -10,12 +10,19 @@ summed over resumed invocations).
     .venv/bin/python benchmarks/sweep_speed.py -- --jobs 2                       # the CPU Dynamo pass, everything
     .venv/bin/python benchmarks/sweep_speed.py -- --jobs 2 --max-minutes 5       # a sample, projected
     .venv/bin/python benchmarks/sweep_speed.py --results results/cpu-dynamo
+    .venv/bin/python benchmarks/sweep_speed.py --cold-warm --out /tmp/cw -- --pass inductor \
+        --models-file sweeps/cpu-inductor.txt --task main --mode eval   # the Inductor cache, side by side
+
+--cold-warm runs the same sweep twice, into OUT/cold and OUT/warm, sharing a fresh Inductor cache
+(TORCHINDUCTOR_CACHE_DIR=OUT/inductor-cache): the first compiles everything from scratch, the
+second hits the FX graph, AOTAutograd and Triton caches the first wrote.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -63,6 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--results", type=Path, help="analyse this existing sweep directory instead of running one")
     ap.add_argument("--out", type=Path, help="where the new sweep writes (default: a fresh temporary directory)")
+    ap.add_argument("--cold-warm", action="store_true", help="run it twice: empty, then warm Inductor cache")
     args = ap.parse_args(own)
     if args.results:
         runs = [json.loads(ln) for ln in (args.results / "sweep_runs.jsonl").read_text().splitlines() if ln.strip()]
@@ -70,19 +78,43 @@ def main(argv: list[str] | None = None) -> int:
         report(args.results, sum(r["wall_s"] for r in runs), planned)
         return 0
     out = args.out or Path(tempfile.mkdtemp(prefix="sweep-speed-"))
-    if (out / "results.jsonl").exists():
-        print(f"{out} holds a sweep already: a benchmark starts fresh (pass another --out)", file=sys.stderr)
+    if not args.cold_warm:
+        return run_one(out, sweep_args, dict(os.environ))[0]
+    env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=str(out / "inductor-cache"))
+    if (out / "inductor-cache").exists():
+        print(f"{out}/inductor-cache exists: a cold run needs a fresh --out", file=sys.stderr)
         return 2
+    walls, compiles = [], []
+    for phase in ("cold", "warm"):
+        print(f"\n== {phase} Inductor cache ==")
+        rc, wall, compile_s = run_one(out / phase, sweep_args, env)
+        if rc:
+            return rc
+        walls.append(wall)
+        compiles.append(compile_s)
+    print(f"\ncold vs warm: sweep {walls[0]:.0f} s vs {walls[1]:.0f} s ({walls[0] / max(walls[1], 1e-9):.2f}x); "
+          f"compile stage {compiles[0]:.0f} s vs {compiles[1]:.0f} s ({compiles[0] / max(compiles[1], 1e-9):.2f}x)")
+    return 0
+
+
+def run_one(out: Path, sweep_args: list[str], env: dict[str, str]) -> tuple[int, float, float]:
+    """One fresh sweep and its report: (return code, sweep wall seconds, compile-stage seconds)."""
+    from enablebot.checkpoint import RESULTS_FILE, load_results
+
+    if (out / RESULTS_FILE).exists():
+        print(f"{out} holds a sweep already: a benchmark starts fresh (pass another --out)", file=sys.stderr)
+        return 2, 0.0, 0.0
     t0 = time.time()
-    p = subprocess.run([sys.executable, "-m", "enablebot.cli", "sweep", "--out", str(out), *sweep_args], cwd=ROOT)
+    p = subprocess.run([sys.executable, "-m", "enablebot.cli", "sweep", "--out", str(out), *sweep_args],
+                       cwd=ROOT, env=env)
     wall = time.time() - t0
     if p.returncode:
-        return p.returncode
+        return p.returncode, wall, 0.0
     runs = [json.loads(ln) for ln in (out / "sweep_runs.jsonl").read_text().splitlines() if ln.strip()]
     print(f"\nsweep command wall time (incl. start-up and reports): {wall / 60:.1f} min; results in {out}")
     report(out, runs[-1]["wall_s"], runs[-1]["planned"])
-    return 0
-
+    compile_s = sum((r.stage_s or {}).get("compile", 0.0) for r in load_results(out / RESULTS_FILE).values())
+    return 0, runs[-1]["wall_s"], compile_s
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -6,10 +6,9 @@
 #   inductor: the Inductor pass (numerics + speedup) over every architecture (its main model:
 #             the task head, else the base), eval, parallel isolated workers; resumable.
 #   cache:    the Inductor pass over sweeps/gpu-cache-sample.txt twice, side by side: first with an
-#             empty Inductor cache (cold), then the same models again (warm: FX graph, AOTAutograd
-#             and Triton caches hit), each into its own results directory.
+#             empty Inductor cache (cold), then the same models again (warm), into OUT/cache/{cold,warm}.
 set -u
-out=${1:?OUT_DIR}; part=${2:?archs|inductor}; minutes=${3:-8}
+out=${1:?OUT_DIR}; part=${2:?archs|inductor|cache}; minutes=${3:-8}
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
 # 8 workers share 16 cores: bound each one's Inductor compile threads.
 export TORCHINDUCTOR_COMPILE_THREADS=${TORCHINDUCTOR_COMPILE_THREADS:-2}
@@ -24,11 +23,10 @@ case $part in
     $py -m enablebot.cli sweep --pass inductor --device cuda --mode eval --task main --jobs "${JOBS:-8}" --repeats 10 \
       --timeout 180 --max-minutes "$minutes" --out "$out/cuda-inductor-tiny" ;;
   cache)
-    export TORCHINDUCTOR_CACHE_DIR=/tmp/enablebot-inductor-cache; rm -rf "$TORCHINDUCTOR_CACHE_DIR"
-    common=(--pass inductor --device cuda --mode eval --task main --jobs "${JOBS:-12}" --repeats 10
-            --timeout "${TIMEOUT:-90}" --no-report --max-minutes "$minutes" --models-file sweeps/gpu-cache-sample.txt)
-    $py -m enablebot.cli sweep "${common[@]}" --out "$out/cache-cold"
-    $py -m enablebot.cli sweep "${common[@]}" --out "$out/cache-warm"
-    du -sh "$TORCHINDUCTOR_CACHE_DIR"; rm -rf "$out"/cache-*/logs ;;
+    # benchmarks/sweep_speed.py prints both runs and the cold/warm ratios side by side.
+    $py benchmarks/sweep_speed.py --cold-warm --out "$out/cache" -- --pass inductor --device cuda --mode eval \
+      --task main --jobs "${JOBS:-12}" --repeats 10 --timeout "${TIMEOUT:-90}" --no-report --max-minutes "$minutes" \
+      --models-file sweeps/gpu-cache-sample.txt
+    du -sh "$out/cache/inductor-cache"; rm -rf "$out/cache/inductor-cache" "$out"/cache/*/logs ;;
   *) echo "unknown part $part" >&2; exit 2 ;;
 esac
