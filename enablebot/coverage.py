@@ -54,8 +54,8 @@ class CoverageSummary(Serializable):
 def item_class(model_type: str, task: str, registry: Any = None) -> str | None:
     """The class a sweep item builds; None when the type has no such class (item skipped).
 
-    `base` is the base model, or the only class of types that have neither base nor
-    head (e.g. backbones); `head` is the main task head when it differs from the base.
+    `base` is the base model; `head` is the main task head when it differs from the base
+    (for types with no base, e.g. backbones, the catalog's fallback head).
     A registry entry's `base`/`head` override the auto-mapping's (as in `sweep.plan`),
     e.g. where the mapped class has no forward or takes a sub-config.
     """
@@ -68,9 +68,7 @@ def item_class(model_type: str, task: str, registry: Any = None) -> str | None:
     base = (entry.base if entry else None) or known.base
     head = (entry.head if entry else None) or known.head
     if task == "base":
-        if base:
-            return base
-        return None if head else known.classes[0]
+        return base or None
     if task == "head":
         return head if head and head != base else None
     raise ValueError(f"task must be one of {TASKS}, not {task!r}")

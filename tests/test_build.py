@@ -168,7 +168,7 @@ def test_loss_from_outputs():
 def test_sweep_items_and_summary():
     items = sweep_items(["llama", "vitpose"], modes=("eval",))
     assert ("llama", "base", "eval") in items and ("llama", "head", "eval") in items
-    assert ("vitpose", "base", "eval") in items  # no base nor head: its only class
+    assert ("vitpose", "head", "eval") in items and ("vitpose", "base", "eval") not in items  # fallback head
     rs = [CoverageItem("a", "base", "eval", "ok"), CoverageItem("b", "base", "eval", "eager_error"),
           CoverageItem("c", "base", "eval", "missing_dependency")]
     s = summarize(rs)
