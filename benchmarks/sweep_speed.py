@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -34,8 +33,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from enablebot.sweep import load_runs  # noqa: E402 - after the path set-up above
 
-def report(out: Path, wall_s: float, planned: int) -> None:
+
+def report(out: Path, wall_s: float, planned: int):
+    """Print the figures for one sweep directory; returns its SweepSummary."""
     from enablebot.checkpoint import RESULTS_FILE, load_results
     from enablebot.reports import summarize
 
@@ -61,6 +63,7 @@ def report(out: Path, wall_s: float, planned: int) -> None:
     for r in sorted(results, key=lambda r: -r.duration_s)[:10]:
         print(f"  {r.spec.model_id}/{r.spec.task}/{r.spec.mode}: {r.duration_s:.1f} s {r.verdict} "
               f"{json.dumps(r.stage_s)}")
+    return s
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -73,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cold-warm", action="store_true", help="run it twice: empty, then warm Inductor cache")
     args = ap.parse_args(own)
     if args.results:
-        runs = [json.loads(ln) for ln in (args.results / "sweep_runs.jsonl").read_text().splitlines() if ln.strip()]
+        runs = load_runs(args.results)
         planned = max(r["planned"] for r in runs)
         report(args.results, sum(r["wall_s"] for r in runs), planned)
         return 0
@@ -99,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def run_one(out: Path, sweep_args: list[str], env: dict[str, str]) -> tuple[int, float, float]:
     """One fresh sweep and its report: (return code, sweep wall seconds, compile-stage seconds)."""
-    from enablebot.checkpoint import RESULTS_FILE, load_results
+    from enablebot.checkpoint import RESULTS_FILE
 
     if (out / RESULTS_FILE).exists():
         print(f"{out} holds a sweep already: a benchmark starts fresh (pass another --out)", file=sys.stderr)
@@ -110,11 +113,11 @@ def run_one(out: Path, sweep_args: list[str], env: dict[str, str]) -> tuple[int,
     wall = time.time() - t0
     if p.returncode:
         return p.returncode, wall, 0.0
-    runs = [json.loads(ln) for ln in (out / "sweep_runs.jsonl").read_text().splitlines() if ln.strip()]
+    runs = load_runs(out)
     print(f"\nsweep command wall time (incl. start-up and reports): {wall / 60:.1f} min; results in {out}")
-    report(out, runs[-1]["wall_s"], runs[-1]["planned"])
-    compile_s = sum((r.stage_s or {}).get("compile", 0.0) for r in load_results(out / RESULTS_FILE).values())
-    return 0, runs[-1]["wall_s"], compile_s
+    summary = report(out, runs[-1]["wall_s"], runs[-1]["planned"])
+    return 0, runs[-1]["wall_s"], summary.stage_seconds.get("compile", 0.0)
+
 
 if __name__ == "__main__":
     sys.exit(main())

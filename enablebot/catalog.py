@@ -106,19 +106,9 @@ def known_architectures() -> dict[str, KnownArch]:
         if not classes:
             continue
         base = _first_class(all_maps["MODEL_MAPPING_NAMES"].get(mt))
-        head = task = None
-        modality = None
-        for map_name, task_name, mod in HEAD_PRIORITY:
-            cls = _first_class(all_maps.get(map_name, {}).get(mt))
-            if cls:
-                head, task, modality = cls, task_name, mod
-                break
+        head, task, modality = _first_head(all_maps, mt, HEAD_PRIORITY)
         if not base and not head:
-            for map_name, task_name, mod in HEAD_FALLBACK:
-                cls = _first_class(all_maps.get(map_name, {}).get(mt))
-                if cls:
-                    head, task, modality = cls, task_name, mod
-                    break
+            head, task, modality = _first_head(all_maps, mt, HEAD_FALLBACK)
         for map_name, mod in _MODALITY_HINTS:
             if mt in all_maps.get(map_name, {}):
                 if modality in (None, "text") or (modality == "vision" and mod == "multimodal"):
@@ -134,6 +124,16 @@ def known_architectures() -> dict[str, KnownArch]:
             classes=tuple(classes),
         )
     return out
+
+
+def _first_head(all_maps: dict[str, dict[str, object]], mt: str,
+                table: tuple[tuple[str, str, str], ...]) -> tuple[str | None, str | None, str | None]:
+    """(class, task, modality) from the first mapping in `table` that has a class for `mt`."""
+    for map_name, task_name, mod in table:
+        cls = _first_class(all_maps.get(map_name, {}).get(mt))
+        if cls:
+            return cls, task_name, mod
+    return None, None, None
 
 
 def _iter_classes(value: object):

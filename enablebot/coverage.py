@@ -68,7 +68,7 @@ def item_class(model_type: str, task: str, registry: Any = None) -> str | None:
     base = (entry.base if entry else None) or known.base
     head = (entry.head if entry else None) or known.head
     if task == "base":
-        return base or None
+        return base
     if task == "head":
         return head if head and head != base else None
     raise ValueError(f"task must be one of {TASKS}, not {task!r}")

@@ -166,3 +166,11 @@ def _log_run(out_dir: Path, stats: SweepStats, opts: SweepOptions, jobs: int, t0
     out_dir.mkdir(parents=True, exist_ok=True)
     with open(out_dir / RUNS_FILE, "a", encoding="utf-8") as f:
         f.write(json.dumps(line) + "\n")
+
+
+def load_runs(out_dir: Path) -> list[dict]:
+    """The invocations _log_run recorded for a sweep directory, oldest first."""
+    import json
+
+    text = (out_dir / RUNS_FILE).read_text(encoding="utf-8")
+    return [json.loads(ln) for ln in text.splitlines() if ln.strip()]

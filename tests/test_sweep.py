@@ -14,7 +14,7 @@ import pytest
 from enablebot.baseline import Baseline, baseline_from, compare
 from enablebot.checkpoint import RESULTS_FILE, Checkpoint, load_results
 from enablebot.registry import ArchEntry, Registry
-from enablebot.sweep import SweepOptions, plan, run_sweep
+from enablebot.sweep import SweepOptions, load_runs, plan, run_sweep
 
 from conftest import ROOT
 
@@ -62,7 +62,7 @@ def test_sweep_results_and_reports(full_sweep):
     summary = json.loads((full_sweep / "summary.json").read_text())
     assert summary["stage_seconds"]["explain"] > 0
     assert "where the time goes" in (full_sweep / "report.md").read_text()
-    runs = [json.loads(ln) for ln in (full_sweep / "sweep_runs.jsonl").read_text().splitlines()]
+    runs = load_runs(full_sweep)
     assert runs[-1]["ran"] == len(MODELS) and runs[-1]["wall_s"] > 0 and runs[-1]["pass"] == "dynamo"
 
 
