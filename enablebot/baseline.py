@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .registry import atomic_write_text
-from .results import OK_VERDICTS, RunResult, Serializable
+from .results import RunResult, Serializable
+from .verdict import Verdict
 
 
 @dataclass
@@ -109,10 +110,6 @@ class CheckReport(Serializable):
         return "\n".join(lines) + "\n"
 
 
-def _rank(verdict: str) -> int:
-    return {"full_graph": 2, "graph_break": 1}.get(verdict, 0)
-
-
 def compare(results: list[RunResult], base: Baseline) -> CheckReport:
     rep = CheckReport()
     seen = set()
@@ -124,9 +121,10 @@ def compare(results: list[RunResult], base: Baseline) -> CheckReport:
             continue
         now = expected_from(r)
         changes: list[tuple[str, str]] = []
-        if _rank(now.verdict) < _rank(exp.verdict) or (exp.verdict in OK_VERDICTS and now.verdict not in OK_VERDICTS):
+        v_now, v_exp = Verdict.of(now.verdict), Verdict.of(exp.verdict)
+        if v_now.rank < v_exp.rank or (v_exp.ok and not v_now.ok):
             changes.append(("regression", f"{exp.verdict} -> {now.verdict}"))
-        elif _rank(now.verdict) > _rank(exp.verdict):
+        elif v_now.rank > v_exp.rank:
             changes.append(("improvement", f"{exp.verdict} -> {now.verdict}"))
         if exp.numerics_passed is True and now.numerics_passed is False:
             changes.append(("regression", "numerics pass -> fail"))

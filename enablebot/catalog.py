@@ -69,6 +69,10 @@ _MODALITY_HINTS: tuple[tuple[str, str], ...] = (
 )
 
 
+# Head tasks whose users call generate(): these heads also get the `decode` scenario.
+GENERATIVE_TASKS = frozenset({"speech-seq2seq", "seq2seq-lm", "image-text-to-text", "multimodal-lm", "causal-lm"})
+
+
 @dataclass(frozen=True)
 class KnownArch:
     model_type: str

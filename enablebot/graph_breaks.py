@@ -126,7 +126,7 @@ def aggregate(breaks: Iterable[GraphBreak]) -> list[GraphBreak]:
     merged: dict[tuple, GraphBreak] = {}
     for b in breaks:
         uf = b.user_frame
-        key = (b.gb_type, b.context, uf.filename if uf else None, uf.lineno if uf else None)
+        key = (b.gb_type, b.context, uf.filename if uf else None, uf.lineno if uf else None, b.step)
         if key in merged:
             merged[key].count += b.count
         else:
@@ -134,12 +134,20 @@ def aggregate(breaks: Iterable[GraphBreak]) -> list[GraphBreak]:
     return sorted(merged.values(), key=lambda b: (-b.count, b.gb_type))
 
 
+def from_reasons(reasons: Iterable[Any], *, step: str | None = None) -> list[GraphBreak]:
+    """Typed breaks from Dynamo's GraphCompileReasons (explain's `break_reasons`, or those an
+    ExplainWithBackend collected), not yet aggregated."""
+    out = []
+    for br in reasons or []:
+        b = make_break(str(br.reason), frames_from_stack(getattr(br, "user_stack", [])), "explain")
+        b.step = step
+        out.append(b)
+    return out
+
+
 def from_explain(explain_output: Any) -> list[GraphBreak]:
     """Typed breaks from torch._dynamo.explain(...)(...) output."""
-    raw = []
-    for br in getattr(explain_output, "break_reasons", []) or []:
-        raw.append(make_break(str(br.reason), frames_from_stack(getattr(br, "user_stack", [])), "explain"))
-    return aggregate(raw)
+    return aggregate(from_reasons(getattr(explain_output, "break_reasons", [])))
 
 
 def from_exception(exc: BaseException) -> GraphBreak:

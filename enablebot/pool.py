@@ -133,7 +133,8 @@ class WorkerPool:
                     yield result
                     w.spec = None
                     w.done += 1
-                    if (not w.proc.is_alive() or w.done >= self.recycle_after or _poisoned(result)
+                    if (not w.proc.is_alive() or w.done >= self.recycle_after
+                            or result.verdict.poisons_worker(result.spec.device)
                             or _rss_mb(w.proc.pid) > self.max_rss_mb):
                         self._retire(w)
                         workers.remove(w)
@@ -191,17 +192,6 @@ def _rss_mb(pid: int) -> float:
             return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
     except (OSError, ValueError, IndexError):
         return 0.0  # not Linux, or already gone: recycling by count still applies
-
-
-def _poisoned(result: RunResult) -> bool:
-    """Whether the worker must not run another model: after a crash or timeout, and after any
-    failure on CUDA, since a device-side assert poisons the CUDA context for every later
-    model in that process (seen on the H200: one assert turned 61 later models into errors)."""
-    if result.verdict in ("crash", "timeout"):
-        return True
-    # create_error / missing_dependency happen while building on the CPU, before any CUDA work.
-    touched_cuda = result.verdict not in ("create_error", "missing_dependency")
-    return result.spec.device.startswith("cuda") and touched_cuda and not result.ok
 
 
 def _tail_since(path: Path, offset: int) -> str:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .fix.bundle import FixBundle, Snapshot
+from .verdict import Verdict
 
 GITHUB_BODY_LIMIT = 65536  # characters GitHub accepts in an issue or PR body
 _BODY_BUDGET = 60000  # leave room for the metadata comment and the footer
@@ -272,7 +273,7 @@ DASHBOARD_TITLE = "enablebot dashboard"
 ATTENTION_ROWS = 150
 CLUSTER_ROWS = 20
 
-_GOOD = "full_graph"
+_GOOD = Verdict.FULL_GRAPH.value
 
 
 def _status_cell(s: dict[str, Any] | None) -> str:

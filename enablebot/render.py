@@ -7,8 +7,8 @@ from rich.table import Table
 from rich.text import Text
 
 from .results import RunResult
+from .verdict import Verdict
 
-VERDICT_STYLE = {"full_graph": "bold green", "graph_break": "bold yellow", "missing_dependency": "magenta"}
 
 
 def fmt(x: float | None, spec: str = ".2f", suffix: str = "") -> str:
@@ -64,7 +64,7 @@ def rich_summary(r: RunResult) -> Group:
     head.add_column(style="bold cyan", no_wrap=True)
     head.add_column()
     for k, val in summary_rows(r):
-        head.add_row(k, Text(val, style=VERDICT_STYLE.get(val, "bold red") if k == "verdict" else ""))
+        head.add_row(k, Text(val, style=Verdict.of(val).style if k == "verdict" else ""))
     parts: list = [head]
     if r.graph_breaks:
         bt = Table(title="graph breaks (explain)", title_justify="left")

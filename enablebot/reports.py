@@ -19,6 +19,7 @@ from pathlib import Path
 from .checkpoint import RESULTS_FILE, load_results
 from .registry import atomic_write_text
 from .results import OK_VERDICTS, VERDICTS, RunResult, Serializable
+from .verdict import Verdict
 from .triage import Cluster, by_type, cluster_breaks
 
 CSV_COLUMNS = ("dev", "name", "task", "mode", "dtype", "batch_size", "status", "accuracy", "graph_breaks",
@@ -50,26 +51,14 @@ class SweepSummary(Serializable):
 
 def accuracy(r: RunResult) -> str:
     """The harness's accuracy column."""
-    if r.verdict in ("create_error",):
-        return "model_fail_to_load"
-    if r.verdict == "eager_error":
-        return "eager_fail_to_run"
-    if r.verdict in ("compile_error", "crash"):
-        return "fail_to_run"
-    if r.verdict == "timeout":
-        return "timeout"
-    if r.numerics is None:
-        return ""
-    if not r.numerics.eager_deterministic:
-        return "eager_two_runs_differ"
-    return "pass" if r.numerics.passed else "fail_accuracy"
+    return r.verdict.accuracy(r.numerics.accuracy if r.numerics else None)
 
 
 def summarize(results: list[RunResult]) -> SweepSummary:
     s = SweepSummary(total=len(results))
     s.verdicts = {v: n for v, n in Counter(r.verdict for r in results).items()}
-    considered = [r for r in results if r.verdict != "missing_dependency"]
-    ran = [r for r in considered if r.verdict not in ("create_error", "eager_error")]
+    considered = [r for r in results if r.verdict.counted]
+    ran = [r for r in considered if not r.verdict.builder_failure]
     if considered:
         s.coverage = round(len(ran) / len(considered), 4)
         s.create_eager_error_rate = round(1 - s.coverage, 4)
@@ -89,9 +78,9 @@ def summarize(results: list[RunResult]) -> SweepSummary:
     s.devices = sorted({r.spec.device for r in results})
     missing: dict[str, set] = defaultdict(set)
     for r in results:
-        if r.verdict == "missing_dependency":
+        if r.verdict == Verdict.MISSING_DEPENDENCY:
             missing[r.missing_dependency or "?"].add(r.spec.model_id)
-        elif r.verdict in ("create_error", "eager_error", "crash", "timeout", "compile_error"):
+        elif r.verdict.failed:
             msg = (r.error.message.strip().splitlines() or [""])[0][:240] if r.error else ""
             s.failures.append({"key": r.key, "verdict": r.verdict, "stage": r.error.stage if r.error else "",
                                "error": f"{r.error.type}: {msg}" if r.error else ""})

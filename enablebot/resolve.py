@@ -36,6 +36,18 @@ class Resolved:
     hub_sha: str | None = None
     notes: list[str] = field(default_factory=list)
 
+    def to_dict(self) -> dict[str, Any]:
+        """What a child needs to skip resolving again (the registry entry is looked up there)."""
+        return {"model_id": self.model_id, "model_type": self.model_type, "config_dict": self.config_dict,
+                "class_name": self.class_name, "source": self.source, "remote_code": self.remote_code,
+                "hub_sha": self.hub_sha, "notes": list(self.notes)}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], registry: Registry) -> "Resolved":
+        fields = {k: data[k] for k in ("model_id", "model_type", "config_dict", "class_name", "source",
+                                       "remote_code", "hub_sha", "notes") if k in data}
+        return cls(**fields, entry=registry.get(data["model_type"]))
+
 
 def _remote_code(config: dict[str, Any]) -> bool:
     return bool(config.get("auto_map"))

@@ -8,26 +8,15 @@ The schema is documented in README.md ("Result schema").
 from __future__ import annotations
 
 import dataclasses
+import enum
 import types
 import typing
 from dataclasses import dataclass, field
 from typing import Any
 
-SCHEMA_VERSION = 1
+from .verdict import OK_VERDICTS, VERDICTS, Verdict  # noqa: F401 - re-exported for readers of results
 
-# The same vocabulary as PyTorch's model corpora, plus `crash` (child died) and
-# `missing_dependency` (an optional package that cannot be installed here).
-VERDICTS = (
-    "full_graph",
-    "graph_break",
-    "compile_error",
-    "eager_error",
-    "create_error",
-    "timeout",
-    "crash",
-    "missing_dependency",
-)
-OK_VERDICTS = ("full_graph", "graph_break")
+SCHEMA_VERSION = 1
 
 
 def _from_value(tp: Any, value: Any) -> Any:
@@ -45,6 +34,21 @@ def _from_value(tp: Any, value: Any) -> Any:
         return {k: _from_value(args[1], v) for k, v in value.items()}
     if dataclasses.is_dataclass(tp):
         return tp.from_dict(value)
+    if tp is Verdict:
+        return Verdict.of(value)
+    if isinstance(tp, type) and issubclass(tp, enum.Enum):
+        return tp(value)
+    return value
+
+
+def _plain(value: Any) -> Any:
+    """Enums as their values, so `to_dict()` is plain JSON data (and YAML-safe)."""
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
     return value
 
 
@@ -52,7 +56,7 @@ class Serializable:
     """Mixin: `to_dict` and a tolerant `from_dict` (unknown keys are ignored)."""
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)  # type: ignore[call-overload]
+        return _plain(dataclasses.asdict(self))  # type: ignore[call-overload]
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]):
@@ -102,6 +106,7 @@ class GraphBreak(Serializable):
     count: int = 1
     reason: str = ""  # raw reason text as torch printed it (trimmed)
     source: str = "explain"  # explain | fullgraph
+    step: str | None = None  # the scenario step that hit it (call, prefill, decode, shape_b, ...)
 
 
 @dataclass
@@ -116,6 +121,21 @@ class CompileStats(Serializable):
     frames_ok: int = 0
     fallbacks_to_eager: int = 0
     breaks_by_type: dict[str, int] = field(default_factory=dict)  # gb_type -> occurrences
+    ops_captured: int = 0  # call_function nodes over every captured graph
+    calls_captured: int = 0  # Dynamo's counters["stats"]["calls_captured"]
+
+
+@dataclass
+class StepStats(Serializable):
+    """One compiled call of a scenario (call; prefill/decode; shape_a/shape_b)."""
+
+    name: str
+    graphs: int = 0  # graphs Dynamo captured during this step (a recompile adds one)
+    graph_breaks: int = 0
+    ops: int = 0
+    recompiles: int = 0
+    recompile_reasons: list[str] = field(default_factory=list)  # Dynamo's recompile log, verbatim
+    first_call_s: float | None = None  # the step's first compiled call: tracing (+ codegen)
 
 
 @dataclass
@@ -131,6 +151,13 @@ class Numerics(Serializable):
     worst_error: float | None = None  # rmse(fp64, compiled) of the worst output
     worst_ref_error: float | None = None  # rmse(fp64, eager) of that output
     message: str = ""
+
+    @property
+    def accuracy(self) -> str:
+        """PyTorch's benchmark CSV accuracy word for these numerics."""
+        if not self.eager_deterministic:
+            return "eager_two_runs_differ"
+        return "pass" if self.passed else "fail_accuracy"
 
 
 @dataclass
@@ -159,6 +186,8 @@ class RunSpec(Serializable):
     model_id: str
     device: str = "cpu"
     mode: str = "eval"  # eval | train
+    scenario: str = "call"  # call | decode | dynamic (scenarios.py)
+    pass_name: str = "inductor"  # build | dynamo | inductor (runner.PIPELINES)
     dtype: str = "float32"  # float32 | bfloat16
     backend: str = "inductor"
     dynamic: bool = False
@@ -173,20 +202,23 @@ class RunSpec(Serializable):
     numerics: bool = True
     timing: bool = True
     fullgraph_check: bool = True
-    # Dynamo pass of a sweep: fullgraph capture first, explain only when it fails; no
-    # Inductor, numerics or timing. Cheap enough for every architecture on CPU.
-    fast: bool = False
+    fast: bool = False  # older results: the Dynamo pass (now pass_name="dynamo")
     trace_dir: str | None = None
     allow_remote_code: bool = False
     dynamo_config: dict[str, Any] = field(default_factory=dict)  # recipes set these
     overlay_dir: str | None = None  # patched sources imported first (fix / verify)
+    resolved: dict[str, Any] | None = None  # the parent's resolution (resolve.Resolved.to_dict): resolve once
     registry: str | None = None  # model_registry.yaml to read builder knowledge from (default: the repo's)
+
+    def __post_init__(self) -> None:
+        if self.fast and self.pass_name == "inductor":
+            self.pass_name = "dynamo"
 
 
 @dataclass
 class RunResult(Serializable):
     spec: RunSpec
-    verdict: str
+    verdict: Verdict
     versions: Versions = field(default_factory=Versions)
     model_type: str | None = None
     model_class: str | None = None
@@ -208,14 +240,27 @@ class RunResult(Serializable):
     started_at: str = ""
     duration_s: float = 0.0
     stage_s: dict[str, float] = field(default_factory=dict)  # seconds per stage: where the time goes
+    steps: list[StepStats] = field(default_factory=list)  # per compiled step of the scenario
+    towers: dict[str, int] = field(default_factory=dict)  # forward calls per top-level submodule (eager)
+    towers_not_run: list[str] = field(default_factory=list)  # towers (vision, audio, ...) the call never ran
+    note: str = ""  # why a scenario was skipped, and other notes that are not errors
     schema_version: int = SCHEMA_VERSION
+
+    def __post_init__(self) -> None:
+        self.verdict = Verdict.of(self.verdict)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        # Writers may set a plain word; readers always get a Verdict.
+        if name == "verdict" and not isinstance(value, Verdict):
+            value = Verdict.of(value)
+        super().__setattr__(name, value)
 
     @property
     def ok(self) -> bool:
-        return self.verdict in OK_VERDICTS
+        return self.verdict.ok
 
     @property
     def key(self) -> str:
-        """Identity of this result inside a sweep (model, task, device, mode, dtype)."""
+        """Identity of this result inside a sweep (model, task, device, mode, dtype, scenario)."""
         s = self.spec
-        return f"{s.model_id}|{s.task or 'default'}|{s.device}|{s.mode}|{s.dtype}"
+        return f"{s.model_id}|{s.task or 'default'}|{s.device}|{s.mode}|{s.dtype}|{s.scenario}"

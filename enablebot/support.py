@@ -16,6 +16,7 @@ from typing import Any
 from .hub import iso_utc, parse_iso
 from .registry import ArchEntry, Registry
 from .results import RunResult, Serializable
+from .verdict import Verdict
 
 
 def status_key(device: str, mode: str) -> str:
@@ -23,7 +24,7 @@ def status_key(device: str, mode: str) -> str:
 
 
 def is_supported(result: RunResult) -> bool:
-    return result.verdict == "full_graph" and result.numerics is not None and result.numerics.passed
+    return result.verdict == Verdict.FULL_GRAPH and result.numerics is not None and result.numerics.passed
 
 
 def record_status(entry: ArchEntry, result: RunResult, *, now: datetime | None = None) -> dict[str, Any]:

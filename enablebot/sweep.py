@@ -17,7 +17,10 @@ from .checkpoint import Checkpoint
 from .registry import Registry
 from .results import RunResult, RunSpec
 
-PASSES = ("dynamo", "inductor")
+PASSES = ("build", "dynamo", "inductor")
+# What a pass covers when no --scenario is given: every item in `call`; generative heads in
+# eval also take a `decode` step (the inference hot path) in the Dynamo pass.
+DEFAULT_SCENARIOS = {"build": ("call",), "dynamo": ("call", "decode"), "inductor": ("call",)}
 
 
 @dataclass(frozen=True)
@@ -25,6 +28,7 @@ class SweepItem:
     model_id: str
     task: str  # base | head
     mode: str  # eval | train
+    scenario: str = "call"
 
 
 @dataclass
@@ -42,6 +46,7 @@ class SweepOptions:
     registry: str | None = None
     backend: str | None = None  # default: eager for dynamo, inductor for inductor
     fullgraph_check: bool = False  # dynamo pass: also run fullgraph=True on breaking models
+    scenarios: tuple[str, ...] | None = None  # None: DEFAULT_SCENARIOS[pass]
 
 
 @dataclass
@@ -76,6 +81,7 @@ def plan(registry: Registry, opts: SweepOptions, models: Iterable[str] | None = 
 
     known = known_architectures()
     wanted = list(models) if models else sorted(mt for mt in registry.entries if mt in known)
+    scenarios = opts.scenarios or DEFAULT_SCENARIOS[opts.pass_]
     items = []
     for mt in wanted:
         e = registry.get(mt)
@@ -90,13 +96,31 @@ def plan(registry: Registry, opts: SweepOptions, models: Iterable[str] | None = 
                 continue
             if task == "base" and head == base:
                 continue
+            task_name = (e.task if e else None) or k.task
             for mode in opts.modes:
-                items.append(SweepItem(mt, task, mode))
+                for scenario in scenarios:
+                    if applies(scenario, task, mode, task_name):
+                        items.append(SweepItem(mt, task, mode, scenario))
     if shard:
         i, n = shard
         items = [it for it in items if _bucket(it.model_id, n) == i - 1]
     # Hash order, not alphabetical: a sweep cut short by --max-minutes still samples every family.
-    return sorted(items, key=lambda it: (hashlib.sha1(it.model_id.encode()).hexdigest(), it.task, it.mode))
+    return sorted(items, key=lambda it: (hashlib.sha1(it.model_id.encode()).hexdigest(), it.task, it.mode,
+                                         it.scenario))
+
+
+def applies(scenario: str, task: str, mode: str, head_task: str | None) -> bool:
+    """Whether a sweep plans `scenario` for an item: `call` always; `decode` for a generative
+    head in eval; `dynamic` in eval. (A scenario run on a model it does not fit is `skipped`.)"""
+    from .catalog import GENERATIVE_TASKS
+
+    if scenario == "call":
+        return True
+    if mode != "eval":
+        return False
+    if scenario == "decode":
+        return task == "head" and head_task in GENERATIVE_TASKS
+    return True
 
 
 def _bucket(key: str, n: int) -> int:
@@ -104,12 +128,13 @@ def _bucket(key: str, n: int) -> int:
 
 
 def to_spec(item: SweepItem, opts: SweepOptions) -> RunSpec:
-    fast = opts.pass_ == "dynamo"
-    return RunSpec(model_id=item.model_id, task=item.task, mode=item.mode, device=opts.device, dtype=opts.dtype,
-                   backend=opts.backend or ("eager" if fast else "inductor"), size=opts.size,
+    light = opts.pass_ != "inductor"
+    return RunSpec(model_id=item.model_id, task=item.task, mode=item.mode, scenario=item.scenario,
+                   pass_name=opts.pass_, device=opts.device, dtype=opts.dtype,
+                   backend=opts.backend or ("eager" if light else "inductor"), size=opts.size,
                    batch_size=opts.batch_size, seq_len=opts.seq_len, repeats=opts.repeats,
-                   warmup=min(5, opts.repeats), timeout_s=opts.timeout_s, fast=fast, numerics=not fast,
-                   timing=not fast, registry=opts.registry, fullgraph_check=opts.fullgraph_check or not fast)
+                   warmup=min(5, opts.repeats), timeout_s=opts.timeout_s, numerics=not light,
+                   timing=not light, registry=opts.registry, fullgraph_check=opts.fullgraph_check or not light)
 
 
 def _threads_per_worker(jobs: int) -> int:

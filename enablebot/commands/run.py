@@ -40,6 +40,8 @@ def register(app: typer.Typer) -> None:
         registry: Optional[Path] = typer.Option(None, help="model_registry.yaml (default: the repo's)"),
         allow_remote_code: bool = typer.Option(False, "--allow-remote-code", help="allow this repo's auto_map code (never by default)"),
         no_isolation: bool = typer.Option(False, "--no-isolation", help="run in this process (debugging)"),
+        scenario: str = typer.Option("call", help="call (a user's padded-batch forward), decode (prefill + a "
+                                     "decode step with the cache), dynamic (two shapes, recompiles)"),
     ) -> None:
         """Build MODEL_ID as a tiny random-init model; run eager and torch.compile; log every
         graph break, numerics against fp64, and speedup. Exit 0 when the run completed (any verdict)."""
@@ -64,7 +66,7 @@ def register(app: typer.Typer) -> None:
             raise typer.Exit(2)
         try:
             reg = Registry.load(registry)
-            resolve(model_id, reg, allow_remote_code=allow_remote_code)
+            res = resolve(model_id, reg, allow_remote_code=allow_remote_code)
         except (UsageError, RegistryError) as e:
             err.print(f"[red]error:[/red] {e}")
             raise typer.Exit(2)
@@ -75,7 +77,8 @@ def register(app: typer.Typer) -> None:
         spec = RunSpec(model_id=model_id, device=dev, mode=mode, dtype=dtype, backend=backend, dynamic=dynamic,
                        size=size, batch_size=batch_size, seq_len=seq_len, repeats=repeats, warmup=warmup,
                        task=task, timeout_s=timeout, trace_dir=str(trace) if trace else None,
-                       registry=str(reg.path), allow_remote_code=allow_remote_code)
+                       registry=str(reg.path), allow_remote_code=allow_remote_code, scenario=scenario,
+                       resolved=res.to_dict())  # the child does not resolve (or fetch) the id again
         with err.status(f"[bold]{model_id}[/bold]: starting") as status:
             def progress(msg: str) -> None:
                 status.update(f"[bold]{model_id}[/bold]: {msg}")

@@ -33,6 +33,8 @@ def register(app: typer.Typer) -> None:
         report: bool = typer.Option(True, help="write reports (Markdown, HTML, CSV, triage) when done"),
         max_minutes: Optional[float] = typer.Option(None, help="start no new model after this long; rerun to resume"),
         fullgraph_check: bool = typer.Option(False, help="dynamo pass: also try fullgraph=True on breaking models"),
+        scenario: List[str] = typer.Option([], "--scenario", help="call, decode, dynamic (repeatable); default: "
+                                           "call, plus decode for generative heads in the dynamo pass"),
     ) -> None:
         """Run every architecture (or a shard of them); resumable: finished models are not redone."""
         from ..registry import Registry
@@ -60,7 +62,8 @@ def register(app: typer.Typer) -> None:
             raise typer.Exit(2)
         opts = SweepOptions(pass_=pass_, device=device, modes=tuple(mode), tasks=tuple(task), dtype=dtype, size=size,
                             batch_size=batch_size, seq_len=seq_len, repeats=repeats, timeout_s=timeout,
-                            registry=str(reg.path), fullgraph_check=fullgraph_check)
+                            registry=str(reg.path), fullgraph_check=fullgraph_check,
+                            scenarios=tuple(scenario) or None)
         items = plan(reg, opts, wanted or None, sh)
         err.print(f"{len(items)} items ({pass_} pass, {device}){f', shard {shard}' if shard else ''} -> {out}")
         with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
@@ -69,7 +72,7 @@ def register(app: typer.Typer) -> None:
             bar = progress.add_task("sweep", total=len(items), last="")
 
             def on_result(r):
-                progress.update(bar, advance=1, last=f"{r.spec.model_id}/{r.spec.task}/{r.spec.mode}: {r.verdict}")
+                progress.update(bar, advance=1, last=f"{r.spec.model_id}/{r.spec.task}/{r.spec.mode}/{r.spec.scenario}: {r.verdict}")
 
             stats = run_sweep(items, opts, out, jobs=jobs, on_result=on_result, max_minutes=max_minutes)
             progress.update(bar, completed=len(items))

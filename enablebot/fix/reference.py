@@ -30,16 +30,10 @@ from ..results import Numerics, RunSpec
 
 
 def _build(spec: RunSpec) -> tuple[Any, dict[str, Any]]:
-    from ..build import build_model
-    from ..inputs import build_inputs
-    from ..registry import Registry
-    from ..resolve import resolve
+    from ..prepare import prepare
 
-    res = resolve(spec.model_id, Registry.load_cached(spec.registry), allow_remote_code=spec.allow_remote_code)
-    built = build_model(res, size=spec.size, task=spec.task, seed=spec.seed)
-    inputs = build_inputs(built.model, built.config, built.modality, res.entry.inputs if res.entry else None,
-                          batch=spec.batch_size, seq_len=spec.seq_len, seed=spec.seed)
-    return built.model.eval(), inputs
+    p = prepare(spec, reuse=False)
+    return p.model.eval(), p.inputs
 
 
 def _config_text(model: Any) -> str:
@@ -64,7 +58,7 @@ def dump(spec: RunSpec, data_path: str) -> dict[str, Any]:
 
     import torch
 
-    from ..runner import _to  # imported late: the overlay goes in before anything imports torch
+    from ..runner import to_device as _to  # imported late: the overlay goes in before anything imports torch
 
     model, inputs = _build(spec)
     fp64_model = copy.deepcopy(model).to(device=spec.device, dtype=torch.float64)
@@ -81,7 +75,8 @@ def check(spec: RunSpec, data_path: str) -> dict[str, Any]:
     import torch
 
     from ..numerics import compare, default_tol
-    from ..runner import _apply_dynamo_config, _to
+    from ..runner import apply_dynamo_config as _apply_dynamo_config
+    from ..runner import to_device as _to
 
     _apply_dynamo_config(spec.dynamo_config)
     saved = torch.load(data_path, weights_only=False)  # written by our own dump child
