@@ -24,9 +24,10 @@ from typing import Any
 import yaml
 
 from .results import Serializable
+from .shipped import shipped
 
 REGISTRY_SCHEMA_VERSION = 1
-DEFAULT_REGISTRY = Path(__file__).resolve().parent.parent / "model_registry.yaml"
+DEFAULT_REGISTRY = shipped("model_registry.yaml")
 # libyaml's loader parses the registry ~10x faster than the pure-Python one; same result.
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _CACHE: dict[str, Any] = {}

@@ -40,6 +40,8 @@ def register(app: typer.Typer) -> None:
         registry: Optional[Path] = typer.Option(None, help="model_registry.yaml (default: the repo's)"),
         allow_remote_code: bool = typer.Option(False, "--allow-remote-code", help="allow this repo's auto_map code (never by default)"),
         no_isolation: bool = typer.Option(False, "--no-isolation", help="run in this process (debugging)"),
+        pass_: str = typer.Option("inductor", "--pass", help="build (create + eager), dynamo (graph breaks, "
+                                  "eager backend), inductor (also numerics and speedup with --backend)"),
         scenario: str = typer.Option("call", help="call (a user's padded-batch forward), decode (prefill + a "
                                      "decode step with the cache), dynamic (two shapes, recompiles)"),
     ) -> None:
@@ -78,7 +80,7 @@ def register(app: typer.Typer) -> None:
                        size=size, batch_size=batch_size, seq_len=seq_len, repeats=repeats, warmup=warmup,
                        task=task, timeout_s=timeout, trace_dir=str(trace) if trace else None,
                        registry=str(reg.path), allow_remote_code=allow_remote_code, scenario=scenario,
-                       resolved=res.to_dict())  # the child does not resolve (or fetch) the id again
+                       pass_name=pass_, resolved=res.to_dict())  # the child does not resolve (or fetch) the id again
         with err.status(f"[bold]{model_id}[/bold]: starting") as status:
             def progress(msg: str) -> None:
                 status.update(f"[bold]{model_id}[/bold]: {msg}")

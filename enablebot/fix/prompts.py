@@ -9,7 +9,9 @@ import string
 from pathlib import Path
 from typing import Any
 
-DEFAULT_DIR = Path(__file__).resolve().parents[2] / "prompts"
+from ..shipped import shipped
+
+DEFAULT_DIR = shipped("prompts")
 
 
 def prompts_dir() -> Path:

@@ -11,8 +11,9 @@ from typing import Any
 import yaml
 
 from ..results import GraphBreak, Serializable
+from ..shipped import package_data
 
-DEFAULT_RECIPES = Path(__file__).resolve().parent.parent / "data" / "recipes.yaml"
+DEFAULT_RECIPES = package_data("data", "recipes.yaml")
 # `torch._dynamo.config.capture_scalar_outputs = True` inside a hint.
 _HINT_SETTING = re.compile(r"torch\._dynamo\.config\.(\w+)\s*=\s*(True|False)")
 
