@@ -1,5 +1,12 @@
 """model_registry.yaml: the architectures the bot tracks, and what the builder knows of each.
 
+Reviewed knowledge and machine state live in two files:
+  model_registry.yaml          knowledge maintainers review: classes, modality, builder knowledge
+  model_registry.state.json    what the bot observed: first_seen, the Hub repos that revealed a
+                               type, per-device status (time-to-support), the watcher's cursor
+In memory an `ArchEntry` carries both; `save` writes each part to its own file, so a nightly
+that only observes rewrites the state file and never the registry maintainers review.
+
 The file is data reviewed by maintainers in PRs, so it is written
 - atomically (temp file in the same directory, fsync, rename): a crash mid-write
   leaves the old file intact;
@@ -15,6 +22,7 @@ Per-architecture builder knowledge lives in each entry (lm-eval-harness style):
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 from dataclasses import dataclass, field
@@ -27,6 +35,9 @@ from .results import Serializable
 from .shipped import shipped
 
 REGISTRY_SCHEMA_VERSION = 1
+STATE_SCHEMA_VERSION = 1
+# ArchEntry fields that are machine state (the state file), not reviewed knowledge.
+STATE_FIELDS = ("first_seen", "first_seen_source", "seen_in", "status")
 DEFAULT_REGISTRY = shipped("model_registry.yaml")
 # libyaml's loader parses the registry ~10x faster than the pure-Python one; same result.
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -66,7 +77,8 @@ class ArchEntry(Serializable):
     modality: str = "text"  # text | vision | audio | multimodal | timeseries | other
     classes: list[str] = field(default_factory=list)  # other classes seen on the Hub
     remote_code: bool = False
-    first_seen: str | None = None  # ISO date-time the bot first saw it
+    first_seen: str | None = None  # ISO date-time the bot first saw it (or the release's date)
+    first_seen_source: str | None = None  # what first_seen is: "release" (its transformers release) | "observed"
     seen_in: list[str] = field(default_factory=list)  # Hub repos that revealed it
     requires: list[str] = field(default_factory=list)
     config: dict[str, Any] = field(default_factory=dict)
@@ -79,6 +91,8 @@ class ArchEntry(Serializable):
     def to_yaml_dict(self) -> dict[str, Any]:
         raw = self.to_dict()
         raw.pop("model_type")
+        for k in STATE_FIELDS:
+            raw.pop(k, None)
         defaults = ArchEntry(model_type="")
         out: dict[str, Any] = {}
         keys = list(_ENTRY_ORDER) + sorted(k for k in raw if k not in _ENTRY_ORDER)
@@ -91,6 +105,15 @@ class ArchEntry(Serializable):
                 continue
             out[k] = v
         return out
+
+    def state_dict(self) -> dict[str, Any]:
+        raw = self.to_dict()
+        return {k: raw[k] for k in STATE_FIELDS if raw.get(k) not in (None, [], {})}
+
+
+def state_path(registry_path: Path) -> Path:
+    """The state file that belongs to a registry file (beside it)."""
+    return registry_path.with_name(registry_path.stem + ".state.json")
 
 
 class RegistryError(ValueError):
@@ -115,12 +138,17 @@ class Registry:
             raise RegistryError(f"{p}: not valid YAML ({e}); fix or restore it from git") from e
         if not isinstance(data, dict) or not isinstance(data.get("architectures", {}), dict):
             raise RegistryError(f"{p}: expected a mapping with an 'architectures' mapping")
+        state = _load_state(state_path(p))
+        states = state.get("architectures") or {}
         entries = {}
         for mt, raw in (data.get("architectures") or {}).items():
             raw = dict(raw or {})
+            # Older registries kept state inline; the state file wins where both have it.
+            raw.update(states.get(str(mt)) or {})
             raw["model_type"] = str(mt)
             entries[str(mt)] = ArchEntry.from_dict(raw)
-        return cls(path=p, entries=entries, meta=dict(data.get("meta") or {}))
+        meta = {**dict(data.get("meta") or {}), **dict(state.get("meta") or {})}
+        return cls(path=p, entries=entries, meta=meta)
 
     @classmethod
     def load_cached(cls, path: str | os.PathLike | None = None) -> "Registry":
@@ -158,8 +186,6 @@ class Registry:
 
     def dumps(self) -> str:
         doc: dict[str, Any] = {"schema_version": REGISTRY_SCHEMA_VERSION}
-        if self.meta:
-            doc["meta"] = {k: self.meta[k] for k in sorted(self.meta)}
         doc["architectures"] = {k: self.entries[k].to_yaml_dict() for k in sorted(self.entries)}
         header = (
             "# enablebot model registry: the architectures the bot tracks.\n"
@@ -169,14 +195,35 @@ class Registry:
         )
         return header + yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, width=100)
 
+    def dumps_state(self) -> str:
+        doc = {"schema_version": STATE_SCHEMA_VERSION, "meta": {k: self.meta[k] for k in sorted(self.meta)},
+               "architectures": {k: s for k in sorted(self.entries) if (s := self.entries[k].state_dict())}}
+        return json.dumps(doc, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
+
     def save(self, path: str | os.PathLike | None = None) -> bool:
-        """Write atomically. Returns False (and touches nothing) when content is unchanged."""
+        """Write the registry and its state file atomically, each only when its content changed.
+        Returns whether anything was written."""
         p = Path(path) if path else self.path
-        text = self.dumps()
-        if p.exists() and p.read_text(encoding="utf-8") == text:
-            return False
-        atomic_write_text(p, text)
-        return True
+        wrote = False
+        for target, text in ((p, self.dumps()), (state_path(p), self.dumps_state())):
+            if target.exists() and target.read_text(encoding="utf-8") == text:
+                continue
+            atomic_write_text(target, text)
+            wrote = True
+        return wrote
+
+
+def _load_state(path: Path) -> dict[str, Any]:
+    if not path.exists():
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise RegistryError(f"{path}: not valid JSON ({e}); restore it from git or delete it (state is "
+                            "rebuilt by the next watch/record)") from e
+    if not isinstance(data, dict):
+        raise RegistryError(f"{path}: expected a JSON object")
+    return data
 
 
 def atomic_write_text(path: Path, text: str) -> None:

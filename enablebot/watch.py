@@ -224,7 +224,7 @@ def apply_decision(registry: Registry, d: Decision, c: Candidate, known: Mapping
         return False
     mt = c.model_type
     entry = registry.get(mt)
-    before = entry.to_yaml_dict() if entry is not None else None
+    before = entry.to_dict() if entry is not None else None  # knowledge and state alike
     if d.kind == "registered":
         assert entry is not None
         # Only architectures the watcher discovered collect more repos; seeded ones stay untouched,
@@ -232,7 +232,7 @@ def apply_decision(registry: Registry, d: Decision, c: Candidate, known: Mapping
         if not entry.seen_in:
             return False
     elif entry is None:
-        entry = ArchEntry(model_type=mt, first_seen=c.created_at)
+        entry = ArchEntry(model_type=mt, first_seen=c.created_at, first_seen_source="observed")
     if d.kind == "new":
         k = known[mt]
         entry.origin, entry.remote_code = "transformers", False
@@ -247,7 +247,7 @@ def apply_decision(registry: Registry, d: Decision, c: Candidate, known: Mapping
     named = {entry.base, entry.head, entry.config_class, *entry.classes}
     entry.classes = sorted({*entry.classes, *(a for a in c.architectures if a not in named)})
     registry.upsert(entry)
-    return entry.to_yaml_dict() != before
+    return entry.to_dict() != before
 
 
 def pending_runs(registry: Registry, *, device: str, mode: str, allow_remote_code: Iterable[str] = (),

@@ -27,7 +27,8 @@ def cli(*args, **kw):
 
 
 def sweep_args(out, *extra):
-    args = ["sweep", "--out", str(out), "--mode", "eval", "--task", "head", "--jobs", "2", "--timeout", "240"]
+    args = ["sweep", "--out", str(out), "--mode", "eval", "--task", "head", "--jobs", "2", "--timeout", "240",
+            "--scenario", "call"]
     for m in MODELS:
         args += ["-m", m]
     return args + list(extra)
@@ -192,12 +193,24 @@ def test_a_worker_gets_the_architecture_it_already_imported_next():
     assert pending[_affine(pending, "zzz")].model_id == "c"
 
 
+def test_the_default_dynamo_pass_adds_a_decode_step_for_generative_heads_only():
+    items = plan(Registry.load_cached(None), SweepOptions(), models=["llama", "bert", "t5"])
+    got = {(it.model_id, it.task, it.mode, it.scenario) for it in items}
+    assert ("llama", "head", "eval", "decode") in got and ("t5", "head", "eval", "decode") in got
+    assert not {it for it in got if it[3] == "decode" and (it[0] == "bert" or it[2] == "train" or it[1] == "base")}
+    assert ("llama", "base", "train", "call") in got
+    only = plan(Registry.load_cached(None), SweepOptions(scenarios=("dynamic",), modes=("eval", "train")), ["bert"])
+    assert {it.scenario for it in only} == {"dynamic"} and {it.mode for it in only} == {"eval"}
+
+
 def test_a_cuda_worker_is_retired_only_after_a_failure_that_touched_cuda():
-    from enablebot.pool import _poisoned
     from enablebot.results import RunResult, RunSpec
 
     def res(device, verdict):
         return RunResult(spec=RunSpec(model_id="m", device=device), verdict=verdict)
+
+    def _poisoned(r):
+        return r.verdict.poisons_worker(r.spec.device)
 
     assert _poisoned(res("cuda", "eager_error")) and _poisoned(res("cuda", "compile_error"))
     assert not _poisoned(res("cuda", "create_error"))  # built on the CPU: the CUDA context is clean
