@@ -8,7 +8,10 @@ import torch
 from transformers import AutoConfig
 
 from enablebot.build import MissingDependency, build_model, check_requires, missing_package_from
-from enablebot.coverage import CoverageItem, run_item, summarize, sweep_items
+from enablebot.reports import summarize
+from enablebot.results import RunResult, RunSpec
+from enablebot.runner import run_spec
+from enablebot.sweep import SweepOptions, plan
 from enablebot.inputs import build_inputs, eval_dim, recipe_tensor
 from enablebot.loss import loss_from_outputs
 from enablebot.registry import ArchEntry, Registry
@@ -19,6 +22,11 @@ from enablebot.shrink import shrink_config
 @pytest.fixture(scope="module")
 def registry(tmp_path_factory) -> Registry:
     return Registry(path=tmp_path_factory.mktemp("reg") / "model_registry.yaml")
+
+
+def run_item(model_type: str, task: str, mode: str, *, registry: Registry) -> RunResult:
+    """The build pass (what `sweep --pass build` runs): build tiny, one eager step."""
+    return run_spec(RunSpec(model_id=model_type, task=task, mode=mode, pass_name="build", registry=str(registry.path)))
 
 
 @pytest.mark.parametrize("model_type,task", [
@@ -32,13 +40,13 @@ def registry(tmp_path_factory) -> Registry:
 ])
 def test_families_build_and_run_eager(model_type, task, registry):
     r = run_item(model_type, task, "eval", registry=registry)
-    assert r.status == "ok", (r.stage, r.reason, r.where)
-    assert r.class_name and r.class_name.endswith(("Model", "LM", "Classification", "Generation"))
+    assert r.verdict == "eager_ok", r.error
+    assert r.model_class and r.model_class.endswith(("Model", "LM", "Classification", "Generation"))
 
 
 def test_train_mode_runs_backward(registry):
     r = run_item("gpt2", "head", "train", registry=registry)
-    assert r.status == "ok", r.reason
+    assert r.verdict == "eager_ok", r.error
 
 
 def test_dual_encoder_gets_both_inputs(registry):
@@ -148,8 +156,9 @@ def test_unknown_optional_package_is_missing_dependency(tmp_path):
     assert e.value.package == "enablebot_surely_absent_pkg"
     reg = Registry(path=tmp_path / "r.yaml")
     reg.upsert(ArchEntry(model_type="bert", requires=["enablebot_surely_absent_pkg"]))
+    reg.save()
     r = run_item("bert", "base", "eval", registry=reg)
-    assert r.status == "missing_dependency" and r.package == "enablebot_surely_absent_pkg"
+    assert r.verdict == "missing_dependency" and r.missing_dependency == "enablebot_surely_absent_pkg"
     assert missing_package_from(ImportError("No module named 'natten.functional'")) == "natten"
     assert missing_package_from(ImportError("FooModel requires the timm library but it was not found")) == "timm"
 
@@ -165,11 +174,13 @@ def test_loss_from_outputs():
         loss_from_outputs({"ids": torch.arange(3)})
 
 
-def test_sweep_items_and_summary():
-    items = sweep_items(["llama", "vitpose"], modes=("eval",))
-    assert ("llama", "base", "eval") in items and ("llama", "head", "eval") in items
-    assert ("vitpose", "head", "eval") in items and ("vitpose", "base", "eval") not in items  # fallback head
-    rs = [CoverageItem("a", "base", "eval", "ok"), CoverageItem("b", "base", "eval", "eager_error"),
-          CoverageItem("c", "base", "eval", "missing_dependency")]
+def test_build_pass_items_and_coverage():
+    items = plan(Registry.load_cached(None), SweepOptions(pass_="build", modes=("eval",)), ["llama", "vitpose"])
+    got = {(it.model_id, it.task, it.mode, it.scenario) for it in items}
+    assert ("llama", "base", "eval", "call") in got and ("llama", "head", "eval", "call") in got
+    assert ("vitpose", "head", "eval", "call") in got and ("vitpose", "base", "eval", "call") not in got  # fallback head
+    rs = [RunResult(RunSpec(model_id=m, pass_name="build"), verdict=v)
+          for m, v in (("a", "eager_ok"), ("b", "eager_error"), ("c", "missing_dependency"))]
     s = summarize(rs)
-    assert (s.ok, s.failed, s.missing, s.coverage) == (1, 1, 1, 0.5)
+    assert s.coverage == 0.5 and s.missing_dependency == {"?": ["c"]}
+    assert [f["key"].split("|")[0] for f in s.failures] == ["b"]
