@@ -1,0 +1,188 @@
+"""Padded batches: rows of different real lengths, as a tokenizer or feature extractor makes them.
+
+A user's batch is padded: the attention mask has zeros, and the model's masking code
+(padding-aware causal masks, position ids from the mask, audio feature masks) runs.
+`pad_batch` turns the builder's unpadded inputs into such a batch:
+
+- text (`input_ids` + `attention_mask`): right padding for encoders and encoder-decoders,
+  left padding for decoder-only generative models (what `generate()` needs). Left-padded
+  rows are shifted right, so their real tokens (placeholder tokens included) stay intact;
+  the tokens shifted out at the end are ordinary text.
+- audio (`input_values` / `input_features` without `input_ids`): an `attention_mask` over
+  raw samples or feature frames, right-padded, with the padded samples zeroed, as the
+  wav2vec2/whisper feature extractors return with `return_attention_mask=True`.
+
+Row 0 keeps its full length; the last row loses about a quarter. Nothing is padded when
+the forward takes no attention mask or there is no room (every position is special).
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass, field
+from typing import Any
+
+# Masks over audio frames that feature extractors return under their own names.
+AUDIO_MASK_KEYS = ("attention_mask", "input_features_mask", "feature_attention_mask", "padding_mask")
+AUDIO_MAIN_KEYS = ("input_values", "input_features")
+
+
+@dataclass
+class Padding:
+    key: str | None = None           # the mask that carries the padding
+    side: str | None = None          # "left" | "right"
+    lengths: list[int] = field(default_factory=list)  # real length per row
+    reason: str | None = None        # why nothing was padded
+
+
+def forward_params(model: Any) -> set[str]:
+    return set(inspect.signature(model.forward).parameters)
+
+
+def is_decoder_only_generative(model: Any, config: Any) -> bool:
+    can = getattr(model, "can_generate", None)
+    try:
+        gen = bool(can()) if callable(can) else False
+    except Exception:  # noqa: BLE001 - a broken can_generate means "not generative"
+        gen = False
+    return gen and not getattr(config, "is_encoder_decoder", False)
+
+
+def _pad_id(config: Any) -> int:
+    from .inputs import _text_config
+
+    for c in (_text_config(config), config):
+        v = getattr(c, "pad_token_id", None)
+        if isinstance(v, int) and not isinstance(v, bool) and v >= 0:
+            return v
+    return 0
+
+
+def _lengths(batch: int, total: int, free: int) -> list[int]:
+    """Real length per row: row 0 full, the last row `min(total // 4, free)` shorter."""
+    cut = min(max(total // 4, 1), free)
+    if batch < 2 or cut <= 0:
+        return [total] * batch
+    return [total - round(cut * i / (batch - 1)) for i in range(batch)]
+
+
+def _trailing_ordinary(ids: Any, special: set[int]) -> int:
+    """How many positions at the end of every row hold ordinary (non-special) tokens."""
+    n = ids.shape[1]
+    free = n
+    for row in ids.tolist():
+        k = 0
+        for tok in reversed(row):
+            if tok in special:
+                break
+            k += 1
+        free = min(free, k)
+    return free
+
+
+def pad_text(model: Any, config: Any, inputs: dict[str, Any]) -> tuple[dict[str, Any], Padding]:
+    import torch
+
+    from .inputs import _special_ids
+
+    ids = inputs.get("input_ids")
+    if not (torch.is_tensor(ids) and ids.dim() == 2 and not ids.is_floating_point()):
+        return inputs, Padding(reason="no 2-D input_ids")
+    b, s = ids.shape
+    special = _special_ids(config)
+    pad = _pad_id(config)
+    # Room to pad: trailing positions with ordinary tokens (image placeholders stay real),
+    # at least 2 real tokens per row.
+    free = min(_trailing_ordinary(ids, special), s - 2)
+    lengths = _lengths(b, s, free)
+    if len(set(lengths)) == 1:
+        return inputs, Padding(reason="no room: every trailing position is a special token")
+    side = "left" if is_decoder_only_generative(model, config) else "right"
+    out = dict(inputs)
+    mask = torch.zeros(b, s, dtype=torch.long)
+    new_ids = ids.clone()
+    for i, n in enumerate(lengths):
+        k = s - n
+        if side == "left":
+            mask[i, k:] = 1
+            if k:
+                new_ids[i, k:] = ids[i, :n]
+                new_ids[i, :k] = pad
+        else:
+            mask[i, :n] = 1
+            new_ids[i, n:] = pad
+    out["input_ids"] = new_ids
+    out["attention_mask"] = mask
+    if side == "left":  # other per-token tensors (token types, boxes) move with their tokens
+        for key, t in inputs.items():
+            if key in ("input_ids", "attention_mask") or not torch.is_tensor(t) or t.dim() < 2 \
+                    or tuple(t.shape[:2]) != (b, s):
+                continue
+            moved = t.clone()
+            for i, n in enumerate(lengths):
+                k = s - n
+                if k:
+                    moved[i, k:] = t[i, :n]
+                    moved[i, :k] = 0
+            out[key] = moved
+    return out, Padding(key="attention_mask", side=side, lengths=lengths)
+
+
+def _frames_axis(t: Any, config: Any) -> int:
+    """The time axis of an audio tensor: last for waveforms and (batch, mels, frames)
+    features, 1 for (batch, frames, features)."""
+    from .inputs import _AUDIO_SUBS, _first
+
+    if t.dim() == 2:
+        return 1
+    mels = _first(config, ("num_mel_bins", "n_mels"), _AUDIO_SUBS)
+    if t.dim() == 3 and mels is not None and t.shape[1] == int(mels):
+        return 2
+    if t.dim() == 3 and t.shape[1] <= 8:  # (batch, channels, samples)
+        return 2
+    return 1
+
+
+def pad_audio(model: Any, config: Any, inputs: dict[str, Any]) -> tuple[dict[str, Any], Padding]:
+    import torch
+
+    main = next((k for k in AUDIO_MAIN_KEYS if torch.is_tensor(inputs.get(k))), None)
+    if main is None:
+        return inputs, Padding(reason="no audio input")
+    params = forward_params(model)
+    key = next((k for k in AUDIO_MASK_KEYS if k in inputs and k != "attention_mask"), None)
+    if key is None and "attention_mask" in params and "input_ids" not in inputs:
+        key = "attention_mask"
+    if key is None:
+        return inputs, Padding(reason="the forward takes no audio mask")
+    x = inputs[main]
+    axis = _frames_axis(x, config)
+    b, t = x.shape[0], x.shape[axis]
+    lengths = _lengths(b, t, t - 2)
+    out = dict(inputs)
+    mask = torch.zeros(b, t, dtype=torch.long)
+    padded = x.clone()
+    for i, n in enumerate(lengths):
+        mask[i, :n] = 1
+        padded.narrow(0, i, 1).narrow(axis, n, t - n).zero_()  # feature extractors pad with 0.0
+    old = inputs.get(key)
+    if torch.is_tensor(old):
+        mask = mask.to(old.dtype)
+    out[main], out[key] = padded, mask
+    return out, Padding(key=key, side="right", lengths=lengths)
+
+
+def pad_batch(model: Any, config: Any, inputs: dict[str, Any]) -> tuple[dict[str, Any], Padding]:
+    """A padded copy of `inputs` (rows of different real lengths) and what was padded."""
+    import torch
+
+    params = forward_params(model)
+    info = Padding(reason="the forward takes no attention mask")
+    if torch.is_tensor(inputs.get("input_ids")) and "attention_mask" in params:
+        inputs, info = pad_text(model, config, inputs)
+    if any(torch.is_tensor(inputs.get(k)) for k in AUDIO_MAIN_KEYS):
+        # Audio next to text (audio LMs) is padded under its own mask name.
+        inputs, audio = pad_audio(model, config, inputs)
+        if info.key is None:
+            info = audio
+    return inputs, info
