@@ -191,6 +191,7 @@ def test_train_runs_only_call(registry):
         scenarios.plan("generate", b.model, b.config, x, b.modality, "eval")
 
 
+@pytest.mark.slow  # two compiles of the same model (~100 s on a loaded 2-core machine)
 def test_dynamic_two_shapes_and_recompile_reasons(registry):
     b, x, recipe = built("llama", registry)
     p = scenarios.plan("dynamic", b.model, b.config, x, b.modality, "eval", recipe=recipe)
