@@ -84,9 +84,40 @@ def parse_reason(text: str) -> dict[str, Any]:
             "registry_id": rid}
 
 
+_TORCH_FILE = re.compile(r"(^|/)(torch|functorch)/")
+# Model code: transformers' per-model tree, remote code modules, overlays of either.
+_MODEL_FILE = re.compile(r"(^|/)(transformers/models/|transformers_modules/)")
+
+
 def _is_user_frame(filename: str) -> bool:
     f = filename.replace("\\", "/")
-    return not ("/torch/" in f or f.startswith("<") or "/enablebot/" in f or "/contextlib.py" in f)
+    return not (_TORCH_FILE.search(f) or f.startswith("<") or "/enablebot/" in f or f.endswith("/contextlib.py"))
+
+
+def is_model_frame(filename: str, model_files: frozenset[str] | set[str] = frozenset()) -> bool:
+    """A frame in the model's own code: transformers' `models/` tree, a remote-code module,
+    or one of `model_files` (the files defining the model's modules, e.g. an overlay)."""
+    f = filename.replace("\\", "/")
+    return bool(_MODEL_FILE.search(f)) or filename in model_files
+
+
+def model_files(model: Any) -> frozenset[str]:
+    """Source files of the classes of a model's modules (outside torch)."""
+    import inspect
+    import sys
+
+    out = set()
+    for mod in model.modules():
+        m = sys.modules.get(type(mod).__module__)
+        path = getattr(m, "__file__", None)
+        if path and not _TORCH_FILE.search(path.replace("\\", "/")):
+            out.add(path)
+    for cls in type(model).__mro__:
+        try:
+            out.add(inspect.getfile(cls))
+        except (TypeError, OSError):
+            pass
+    return frozenset(f for f in out if not _TORCH_FILE.search(f.replace("\\", "/")))
 
 
 def frames_from_stack(stack: Iterable[Any]) -> list[UserFrame]:
@@ -103,17 +134,20 @@ def frames_from_text(text: str) -> list[UserFrame]:
             for m in _FRAME.finditer(text or "")]
 
 
-def user_frame(frames: list[UserFrame]) -> UserFrame | None:
-    """The innermost frame in model code (not torch, not the harness)."""
-    for fr in reversed(frames):
-        if _is_user_frame(fr.filename):
-            return fr
+def user_frame(frames: list[UserFrame], model_files: frozenset[str] | set[str] = frozenset()) -> UserFrame | None:
+    """The innermost frame in model code; failing that, the innermost frame outside torch
+    and the harness (transformers' shared utils); failing that, the innermost frame."""
+    for pick in (lambda f: is_model_frame(f, model_files), _is_user_frame):
+        for fr in reversed(frames):
+            if pick(fr.filename):
+                return fr
     return frames[-1] if frames else None
 
 
-def make_break(reason: str, frames: list[UserFrame], source: str) -> GraphBreak:
+def make_break(reason: str, frames: list[UserFrame], source: str,
+               model_files: frozenset[str] | set[str] = frozenset()) -> GraphBreak:
     p = parse_reason(reason)
-    uf = user_frame(frames)
+    uf = user_frame(frames, model_files)
     trimmed = "\n".join(reason.strip().splitlines()[:12])
     return GraphBreak(gb_type=p["gb_type"], registry_id=p["registry_id"], explanation=p["explanation"],
                       hints=p["hints"], context=p["context"], user_frame=uf,
@@ -134,23 +168,24 @@ def aggregate(breaks: Iterable[GraphBreak]) -> list[GraphBreak]:
     return sorted(merged.values(), key=lambda b: (-b.count, b.gb_type))
 
 
-def from_reasons(reasons: Iterable[Any], *, step: str | None = None) -> list[GraphBreak]:
+def from_reasons(reasons: Iterable[Any], *, step: str | None = None,
+                 model_files: frozenset[str] | set[str] = frozenset()) -> list[GraphBreak]:
     """Typed breaks from Dynamo's GraphCompileReasons (explain's `break_reasons`, or those an
     ExplainWithBackend collected), not yet aggregated."""
     out = []
     for br in reasons or []:
-        b = make_break(str(br.reason), frames_from_stack(getattr(br, "user_stack", [])), "explain")
+        b = make_break(str(br.reason), frames_from_stack(getattr(br, "user_stack", [])), "explain", model_files)
         b.step = step
         out.append(b)
     return out
 
 
-def from_explain(explain_output: Any) -> list[GraphBreak]:
+def from_explain(explain_output: Any, model_files: frozenset[str] | set[str] = frozenset()) -> list[GraphBreak]:
     """Typed breaks from torch._dynamo.explain(...)(...) output."""
-    return aggregate(from_reasons(getattr(explain_output, "break_reasons", [])))
+    return aggregate(from_reasons(getattr(explain_output, "break_reasons", []), model_files=model_files))
 
 
-def from_exception(exc: BaseException) -> GraphBreak:
+def from_exception(exc: BaseException, model_files: frozenset[str] | set[str] = frozenset()) -> GraphBreak:
     """The break that made a fullgraph=True compile fail. Dynamo's own `Unsupported` errors
     carry a gb_type; others (e.g. GuardOnDataDependentSymNode from a data-dependent
     expression) are typed by their exception class, with the first line as explanation."""
@@ -161,7 +196,7 @@ def from_exception(exc: BaseException) -> GraphBreak:
     if not frames and "User Stack" in text:
         frames = frames_from_text(text.split("User Stack", 1)[1])
     reason = text.split("\n\nfrom user code:")[0]
-    b = make_break(reason, frames, "fullgraph")
+    b = make_break(reason, frames, "fullgraph", model_files)
     if getattr(exc, "gb_type", None):
         b.gb_type = str(exc.gb_type)
         b.registry_id = b.registry_id or registry_id(b.gb_type, text)

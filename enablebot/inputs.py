@@ -428,23 +428,47 @@ def add_image_tokens(model: Any, ctx: Ctx) -> bool:
     if token is None or ids is None:
         return False
     saved = dict(ctx.out)
-    ctx.out.setdefault("pixel_values", _pixel_values(ctx))
-    n = image_token_count(model, ctx)
-    if not n:
+    for layout in _image_layouts(model, ctx, "pixel_values" in saved):
         ctx.out.clear()
         ctx.out.update(saved)
-        return False
-    seq = max(ids.shape[1], n + 8)
-    ids = _ids(ctx, seq)
-    ids[:, 1:1 + n] = int(token)
-    ctx.out["input_ids"] = ids
-    if "attention_mask" in ctx.out:
-        ctx.out["attention_mask"] = torch.ones(ids.shape, dtype=torch.long)
-    if not _runs(model, ctx.out):  # the features did not count the merged tokens
-        ctx.out.clear()
-        ctx.out.update(saved)
-        return False
-    return True
+        ctx.out.update(layout)
+        n = image_token_count(model, ctx)
+        if not n:
+            continue
+        seq = max(ids.shape[1], n + 8)
+        new_ids = _ids(ctx, seq)
+        new_ids[:, 1:1 + n] = int(token)
+        ctx.out["input_ids"] = new_ids
+        if "mm_token_type_ids" in inspect.signature(model.forward).parameters:
+            # what the processor returns beside input_ids: 1 at image tokens (M-RoPE needs it)
+            ctx.out["mm_token_type_ids"] = (new_ids == int(token)).long()
+        if "attention_mask" in ctx.out:
+            ctx.out["attention_mask"] = torch.ones(new_ids.shape, dtype=torch.long)
+        if _runs(model, ctx.out):  # else the features did not count the merged tokens
+            return True
+    ctx.out.clear()
+    ctx.out.update(saved)
+    return False
+
+
+def _image_layouts(model: Any, ctx: Ctx, given: bool) -> list[dict[str, Any]]:
+    """Image tensors to try, in order: as given (a recipe's), one image per sample
+    (batch, C, H, W); patchified with a (t, h, w) grid where the image-features function
+    takes `image_grid_thw` (Qwen2-VL lineage); (batch, images=1, C, H, W) for models
+    that take several images per sample (Idefics3/SmolVLM lineage)."""
+    if given:
+        return [{}]
+    fn = _image_features_fn(model)
+    params = set(inspect.signature(fn).parameters) if fn is not None else set()
+    params |= set(inspect.signature(model.forward).parameters)
+    plain = _pixel_values(ctx)
+    out: list[dict[str, Any]] = []
+    if "image_grid_thw" in params:
+        out.append({"pixel_values": _patchified(ctx), "image_grid_thw": _grid_thw(ctx)})
+    out.append({"pixel_values": plain})
+    if plain.dim() == 4:
+        out.append({"pixel_values": plain.unsqueeze(1)})
+    return out
 
 
 def _runs(model: Any, inputs: dict[str, Any]) -> bool:

@@ -48,12 +48,18 @@ def is_decoder_only_generative(model: Any, config: Any) -> bool:
     return gen and not getattr(config, "is_encoder_decoder", False)
 
 
-def _pad_id(config: Any) -> int:
+def _pad_id(model: Any, config: Any) -> int:
+    """The config's pad token, if the input embedding has a row for it (encoder-decoders
+    may name the decoder's pad, outside the encoder's vocabulary); else 0."""
     from .inputs import _text_config
 
-    for c in (_text_config(config), config):
+    try:
+        vocab = int(model.get_input_embeddings().num_embeddings)
+    except Exception:  # noqa: BLE001 - no (standard) input embedding
+        vocab = None
+    for c in (config, _text_config(config)):
         v = getattr(c, "pad_token_id", None)
-        if isinstance(v, int) and not isinstance(v, bool) and v >= 0:
+        if isinstance(v, int) and not isinstance(v, bool) and v >= 0 and (vocab is None or v < vocab):
             return v
     return 0
 
@@ -90,7 +96,7 @@ def pad_text(model: Any, config: Any, inputs: dict[str, Any]) -> tuple[dict[str,
         return inputs, Padding(reason="no 2-D input_ids")
     b, s = ids.shape
     special = _special_ids(config)
-    pad = _pad_id(config)
+    pad = _pad_id(model, config)
     # Room to pad: trailing positions with ordinary tokens (image placeholders stay real),
     # at least 2 real tokens per row.
     free = min(_trailing_ordinary(ids, special), s - 2)

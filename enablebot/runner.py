@@ -169,6 +169,7 @@ class Run:
     compiled: Any = None
     compiled_outs: list[Any] = field(default_factory=list)
     found_break: bool = False
+    model_files: frozenset[str] = frozenset()  # the model's own source files: where user frames are
 
     def steps_through(self, fn_model: Any, *, plan: Any = None) -> list[Any]:
         """Every step of the scenario through `fn_model`, with fresh inputs each."""
@@ -190,6 +191,7 @@ def _prepare(run: Run) -> None:
     if spec.mode == "train":
         run.model.train()
     run.call = make_call(run.model, spec.mode)
+    run.model_files = graph_breaks.model_files(run.model)
 
 
 def _plan(run: Run) -> None:
@@ -285,7 +287,8 @@ def _trace_steps(run: Run, backend: str, recompiles: _RecompileLog, prefix: str,
         took = time.perf_counter() - t0
         run.compiled_outs.append(out)
         name = prefix + step.name
-        result.graph_breaks.extend(graph_breaks.from_reasons(explainer.break_reasons[before[1]:], step=name))
+        result.graph_breaks.extend(graph_breaks.from_reasons(explainer.break_reasons[before[1]:], step=name,
+                                                             model_files=run.model_files))
         graphs = len(explainer.graphs) - before[0]
         result.steps.append(StepStats(
             name=name, graphs=graphs, graph_breaks=max(graphs - 1 - (recompiles.count - before[3]), len(explainer.break_reasons) - before[1]),
@@ -311,7 +314,7 @@ def _fullgraph(run: Run) -> None:
         result.fullgraph_ok = True
     except Exception as e:  # noqa: BLE001 - the failure is the finding
         result.fullgraph_ok = False
-        result.fullgraph_error = graph_breaks.from_exception(e)
+        result.fullgraph_error = graph_breaks.from_exception(e, run.model_files)
     result.explain_fullgraph_disagree = bool(result.fullgraph_ok)
 
 

@@ -227,10 +227,7 @@ def _decode_inputs(model: Any, config: Any, prefill: dict, out: Any, cache: Any,
     step = {k: v for k, v in prefill.items() if k not in drop}
     step[key] = cache
     if enc_dec:
-        from transformers.modeling_outputs import BaseModelOutput
-
-        enc = getattr(out, "encoder_last_hidden_state", None)
-        step["encoder_outputs"] = BaseModelOutput(last_hidden_state=enc)
+        step["encoder_outputs"] = _encoder_outputs(model, prefill, out)
         step["decoder_input_ids"] = nxt
         step.pop("input_ids", None)
         if _explicit(model, "cache_position"):
@@ -255,6 +252,27 @@ def _decode_inputs(model: Any, config: Any, prefill: dict, out: Any, cache: Any,
     if "use_cache" in params:
         step["use_cache"] = True
     return step
+
+
+def _encoder_outputs(model: Any, prefill: dict, out: Any) -> Any:
+    """The encoder's own output, as generate() computes it once (`get_encoder()` on the
+    encoder's inputs): models read fields beside the hidden states (e.g. a frame mask)."""
+    import torch
+
+    from transformers.modeling_outputs import BaseModelOutput
+
+    get = getattr(model, "get_encoder", None)
+    encoder = get() if callable(get) else None
+    if encoder is not None:
+        params = forward_params(encoder)
+        kwargs = {k: v for k, v in prefill.items() if k in params and not k.startswith("decoder_")
+                  and k not in ("use_cache", "cache", "past_key_values")}
+        try:
+            with torch.no_grad():
+                return encoder(**copy.deepcopy(kwargs))
+        except Exception as e:  # noqa: BLE001 - the scenario's eager failure is its verdict
+            raise ScenarioError("decode", "encoder", e) from e
+    return BaseModelOutput(last_hidden_state=getattr(out, "encoder_last_hidden_state", None))
 
 
 # ---- dynamic ---------------------------------------------------------------------------

@@ -1,0 +1,239 @@
+"""Scenarios on real tiny models (CPU): the call a user makes (cache on, padded batch, every
+tower), a decode step fed back its cache, two shapes through one compiled model, and break
+locations in model code. Eager and explain run here directly, not through the runner."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from enablebot import graph_breaks, scenarios
+from enablebot.build import build_model
+from enablebot.inputs import build_inputs
+from enablebot.registry import Registry
+from enablebot.resolve import resolve
+from enablebot.results import UserFrame
+from enablebot.towers import count_towers
+
+
+@pytest.fixture(scope="module")
+def registry() -> Registry:
+    return Registry.load_cached(None)
+
+
+_BUILT: dict = {}
+
+
+def built(model_type: str, registry: Registry, task: str = "head"):
+    """Model, config, inputs and modality of a tiny model (built once per test module)."""
+    key = (model_type, task)
+    if key not in _BUILT:
+        res = resolve(model_type, registry)
+        b = build_model(res, task=task)
+        x = build_inputs(b.model, b.config, b.modality, res.entry.inputs if res.entry else None)
+        _BUILT[key] = (b, x, res.entry.inputs if res.entry else None)
+    return _BUILT[key]
+
+
+def run_steps(model, plan):
+    outs = []
+    for step in plan.steps:
+        with torch.no_grad():
+            outs.append((step, model(**step.make_inputs())))
+    return outs
+
+
+def test_builder_keeps_the_models_cache_default(registry):
+    b, _, _ = built("llama", registry)
+    assert b.config.use_cache is True  # no longer forced off
+    assert getattr(b.config, "attention_dropout", 0.0) == 0.0  # dropout still zeroed
+
+
+def test_decode_llama_round_trips_the_cache(registry):
+    b, x, _ = built("llama", registry)
+    p = scenarios.plan("decode", b.model, b.config, x, b.modality, "eval")
+    assert p.skip_reason is None
+    assert [s.name for s in p.steps] == ["prefill", "decode"]
+    prefill, decode = (s.make_inputs() for s in p.steps)
+    batch, seq = prefill["input_ids"].shape
+    assert prefill["use_cache"] is True
+    # the decode step is what generate() passes: one token, the cache, a grown mask, next positions
+    assert decode["input_ids"].shape == (batch, 1)
+    assert decode["attention_mask"].shape == (batch, seq + 1)
+    assert torch.equal(decode["position_ids"][:, 0], prefill["position_ids"][:, -1] + 1)
+    cache = decode[scenarios.cache_arg(b.model)]
+    assert scenarios.cache_length(cache) == seq
+    with torch.no_grad():
+        out = b.model(**decode)
+    assert scenarios.cache_length(scenarios.output_cache(out)) == seq + 1  # the cache grew by the new token
+    # each call gets its own cache: the forward above grew its copy, not the plan's
+    assert scenarios.cache_length(p.steps[1].make_inputs()[scenarios.cache_arg(b.model)]) == seq
+    # and the decode step equals the last position of a full no-cache forward over prompt + token
+    full = dict(prefill)
+    full.pop("use_cache")
+    full["input_ids"] = torch.cat([prefill["input_ids"], decode["input_ids"]], dim=1)
+    full["attention_mask"] = decode["attention_mask"]
+    full["position_ids"] = torch.cat([prefill["position_ids"], decode["position_ids"]], dim=1)
+    with torch.no_grad():
+        ref = b.model(**full, use_cache=False).logits[:, -1]
+    torch.testing.assert_close(out.logits[:, -1], ref, rtol=1e-4, atol=1e-4)
+
+
+def test_decode_steps_compile(registry):
+    """Both steps through one compiled model (Dynamo only), the decode step on the cache."""
+    b, x, _ = built("llama", registry)
+    p = scenarios.plan("decode", b.model, b.config, x, b.modality, "eval")
+    torch._dynamo.reset()
+    compiled = torch.compile(b.model, backend="eager")
+    with torch.no_grad():
+        outs = [compiled(**s.make_inputs()) for s in p.steps]
+    seq = p.steps[0].make_inputs()["input_ids"].shape[1]
+    assert [scenarios.cache_length(scenarios.output_cache(o)) for o in outs] == [seq, seq + 1]
+
+
+@pytest.mark.parametrize("model_type", ["bart", "t5"])
+def test_seq2seq_decode_with_the_cache_on(model_type, registry):
+    b, x, _ = built(model_type, registry)
+    p = scenarios.plan("decode", b.model, b.config, x, b.modality, "eval")
+    assert [s.name for s in p.steps] == ["prefill", "decode"]
+    decode = p.steps[1].make_inputs()
+    assert "encoder_outputs" in decode and "input_ids" not in decode  # the encoder is not run again
+    assert decode["decoder_input_ids"].shape[1] == 1
+    lens = [scenarios.cache_length(scenarios.output_cache(o)) for _, o in run_steps(b.model, p)]
+    assert lens == [1, 2]
+    # `call` keeps the config's default: the cache is built and returned
+    (_, out), = run_steps(b.model, scenarios.plan("call", b.model, b.config, x, b.modality, "eval"))
+    assert scenarios.output_cache(out) is not None
+
+
+def test_text_call_gets_a_padded_batch(registry):
+    b, x, _ = built("bert", registry, task="base")
+    assert bool((x["attention_mask"] == 1).all())  # the builder's inputs: no padding
+    p = scenarios.plan("call", b.model, b.config, x, b.modality, "eval")
+    inp = p.steps[0].make_inputs()
+    lengths = inp["attention_mask"].sum(1).tolist()
+    assert len(set(lengths)) > 1 and lengths == p.padding.lengths
+    assert p.padding.side == "right" and inp["attention_mask"][-1, -1] == 0  # encoders pad on the right
+    pad = b.config.pad_token_id
+    assert bool((inp["input_ids"][inp["attention_mask"] == 0] == pad).all())
+    with torch.no_grad():
+        b.model(**inp)
+
+
+def test_decoder_only_pads_on_the_left(registry):
+    b, x, _ = built("llama", registry)
+    p = scenarios.plan("call", b.model, b.config, x, b.modality, "eval")
+    mask = p.steps[0].make_inputs()["attention_mask"]
+    assert p.padding.side == "left"
+    assert mask[-1, 0] == 0 and bool((mask[:, -1] == 1).all())
+    assert mask[0].sum() > mask[-1].sum()
+    # the real tokens of the shorter row are the prompt's first tokens, shifted right
+    n = int(mask[-1].sum())
+    assert torch.equal(p.steps[0].make_inputs()["input_ids"][-1, -n:], x["input_ids"][-1, :n])
+
+
+def test_audio_call_gets_a_mask_over_samples(registry):
+    b, x, _ = built("wav2vec2", registry)
+    assert "attention_mask" not in x
+    inp = scenarios.plan("call", b.model, b.config, x, b.modality, "eval").steps[0].make_inputs()
+    mask, wave = inp["attention_mask"], inp["input_values"]
+    assert mask.shape == wave.shape
+    lengths = mask.sum(1).tolist()
+    assert lengths[0] == wave.shape[1] and lengths[-1] < wave.shape[1]
+    assert bool((wave[-1, lengths[-1]:] == 0).all())  # padded samples are silence, as the extractor pads
+    with torch.no_grad():
+        b.model(**inp)
+
+
+def test_vlm_runs_its_vision_tower(registry):
+    b, x, _ = built("qwen2_vl", registry)
+    assert {"pixel_values", "image_grid_thw", "mm_token_type_ids"} <= set(x)
+    inp = scenarios.plan("call", b.model, b.config, x, b.modality, "eval").steps[0].make_inputs()
+    with count_towers(b.model, b.config) as rep, torch.no_grad():
+        b.model(**inp)
+    assert rep.towers == {"model.visual": "vision"}
+    assert rep.calls["model.visual"] >= 1 and rep.not_run == [] and rep.missing_kinds == []
+    assert rep.calls["model.language_model"] >= 1
+    # hostile: the same model on text alone reports the tower that did not run
+    text = {k: inp[k] for k in ("input_ids", "attention_mask")}
+    text["input_ids"] = text["input_ids"].masked_fill(text["input_ids"] == b.config.image_token_id, 5)
+    with count_towers(b.model, b.config) as rep2, torch.no_grad():
+        b.model(**text)
+    assert rep2.not_run == ["model.visual"] and rep2.missing_kinds == ["vision"]
+
+
+def test_hybrid_cache_error_is_per_scenario(registry):
+    """granitemoehybrid (tiny: only linear-attention layers) raises in eager once the cache is
+    on. The decode scenario fails alone while it is planned; the other scenarios still plan,
+    and the call's eager error is its own verdict (never a reason to turn the cache off)."""
+    b, x, recipe = built("granitemoehybrid", registry)
+    with pytest.raises(scenarios.ScenarioError) as err:
+        scenarios.plan("decode", b.model, b.config, x, b.modality, "eval")
+    assert err.value.scenario == "decode" and err.value.stage == "prefill"
+    assert "get_seq_length" in str(err.value)
+    call = scenarios.plan("call", b.model, b.config, x, b.modality, "eval")
+    dynamic = scenarios.plan("dynamic", b.model, b.config, x, b.modality, "eval", recipe=recipe)
+    assert call.steps and dynamic.steps
+    with pytest.raises(ValueError, match="get_seq_length"), torch.no_grad():
+        b.model(**call.steps[0].make_inputs())
+    with torch.no_grad():  # the same call with the cache off runs: the error is the cache's
+        assert b.model(**call.steps[0].make_inputs(), use_cache=False).logits is not None
+
+
+def test_train_runs_only_call(registry):
+    b, x, _ = built("llama", registry)
+    for name in ("decode", "dynamic"):
+        assert scenarios.plan(name, b.model, b.config, x, b.modality, "train").skip_reason
+    assert scenarios.plan("call", b.model, b.config, x, b.modality, "train").steps
+    bert, bx, _ = built("bert", registry, task="base")
+    assert "not a generative head" in scenarios.plan("decode", bert.model, bert.config, bx, "text", "eval").skip_reason
+    with pytest.raises(ValueError, match="unknown scenario"):
+        scenarios.plan("generate", b.model, b.config, x, b.modality, "eval")
+
+
+@pytest.mark.slow  # two compiles of the same model (~100 s on a loaded 2-core machine)
+def test_dynamic_two_shapes_and_recompile_reasons(registry):
+    b, x, recipe = built("llama", registry)
+    p = scenarios.plan("dynamic", b.model, b.config, x, b.modality, "eval", recipe=recipe)
+    a, c = (s.make_inputs() for s in p.steps)
+    assert a["input_ids"].shape != c["input_ids"].shape
+    assert p.mark_dynamic["input_ids"] == [0, 1]
+    torch._dynamo.reset()
+    compiled = torch.compile(b.model, backend="eager")
+    with scenarios.recompile_reasons() as reasons, torch.no_grad():
+        compiled(**a)
+        compiled(**c)
+    assert reasons and any("size mismatch" in r for r in reasons), reasons
+    # with the differing dims marked dynamic before the first call, the second shape does not recompile
+    torch._dynamo.reset()
+    compiled = torch.compile(b.model, backend="eager")
+    with scenarios.recompile_reasons() as marked, torch.no_grad():
+        compiled(**scenarios.apply_mark_dynamic(p.steps[0].make_inputs(), p.mark_dynamic))
+        compiled(**p.steps[1].make_inputs())
+    assert not any("size mismatch" in r for r in marked), marked
+
+
+def test_ctrl_break_points_into_model_code(registry):
+    b, x, _ = built("ctrl", registry)
+    torch._dynamo.reset()
+    with torch.no_grad():
+        ex = torch._dynamo.explain(b.model)(**x)
+    breaks = graph_breaks.from_explain(ex, graph_breaks.model_files(b.model))
+    assert breaks
+    frames = [br.user_frame for br in breaks]
+    assert all(f.filename.endswith("modeling_ctrl.py") for f in frames), frames
+    # the raw stack ends in torch (register_buffer), which must not be the reported frame
+    raw = [fr.filename for br in ex.break_reasons for fr in br.user_stack]
+    assert any("torch/nn/modules/module.py" in f for f in raw)
+
+
+def test_user_frame_prefers_model_code_over_torch_and_shared_utils():
+    f = lambda path, line: UserFrame(path, line, "fn", "")  # noqa: E731
+    stack = [f("/sp/transformers/utils/generic.py", 1), f("/sp/transformers/models/ctrl/modeling_ctrl.py", 319),
+             f("/sp/transformers/cache_utils.py", 9), f("torch/nn/modules/module.py", 587)]  # relative torch path
+    assert graph_breaks.user_frame(stack).lineno == 319
+    overlay = [f("/tmp/overlay/my_model.py", 7), f("/sp/torch/nn/modules/module.py", 587)]
+    assert graph_breaks.user_frame(overlay, {"/tmp/overlay/my_model.py"}).lineno == 7
+    remote = [f("/hf/modules/transformers_modules/org/repo/modeling_x.py", 3), f("/sp/transformers/utils/generic.py", 4)]
+    assert graph_breaks.user_frame(remote).lineno == 3
+    assert graph_breaks.user_frame([f("/sp/transformers/utils/generic.py", 4), f("/sp/torch/x.py", 1)]).lineno == 4
