@@ -105,7 +105,7 @@ def pad_text(model: Any, config: Any, inputs: dict[str, Any]) -> tuple[dict[str,
         return inputs, Padding(reason="no room: every trailing position is a special token")
     side = "left" if is_decoder_only_generative(model, config) else "right"
     out = dict(inputs)
-    mask = torch.zeros(b, s, dtype=torch.long)
+    mask = torch.zeros(b, s, dtype=torch.long, device=ids.device)
     new_ids = ids.clone()
     for i, n in enumerate(lengths):
         k = s - n
@@ -166,7 +166,7 @@ def pad_audio(model: Any, config: Any, inputs: dict[str, Any]) -> tuple[dict[str
     b, t = x.shape[0], x.shape[axis]
     lengths = _lengths(b, t, t - 2)
     out = dict(inputs)
-    mask = torch.zeros(b, t, dtype=torch.long)
+    mask = torch.zeros(b, t, dtype=torch.long, device=x.device)
     padded = x.clone()
     for i, n in enumerate(lengths):
         mask[i, :n] = 1

@@ -152,7 +152,7 @@ def _logits(out: Any) -> Any:
     return logits
 
 
-def _start_ids(config: Any, batch: int) -> Any:
+def _start_ids(config: Any, batch: int, device: Any = None) -> Any:
     import torch
 
     from .inputs import _text_config
@@ -166,7 +166,7 @@ def _start_ids(config: Any, batch: int) -> Any:
                 break
         if start is not None:
             break
-    return torch.full((batch, 1), start or 0, dtype=torch.long)
+    return torch.full((batch, 1), start or 0, dtype=torch.long, device=device)
 
 
 def plan_decode(model: Any, config: Any, inputs: dict) -> ScenarioPlan:
@@ -185,8 +185,8 @@ def plan_decode(model: Any, config: Any, inputs: dict) -> ScenarioPlan:
     ids = prefill.get("input_ids")
     notes: list[str] = []
     if enc_dec:
-        batch = next(v.shape[0] for v in prefill.values() if torch.is_tensor(v))
-        prefill["decoder_input_ids"] = _start_ids(config, batch)
+        first = next(v for v in prefill.values() if torch.is_tensor(v))
+        prefill["decoder_input_ids"] = _start_ids(config, first.shape[0], first.device)
         prefill.pop("decoder_attention_mask", None)
         notes.append("the prefill runs the encoder inside the compiled forward; generate() calls the encoder "
                      "separately and passes encoder_outputs")
@@ -195,7 +195,7 @@ def plan_decode(model: Any, config: Any, inputs: dict) -> ScenarioPlan:
             # generate(): position ids from the mask, padding at position 0
             prefill["position_ids"] = (mask.long().cumsum(-1) - 1).masked_fill(mask == 0, 0)
         if _explicit(model, "cache_position") and torch.is_tensor(ids):
-            prefill["cache_position"] = torch.arange(ids.shape[1])
+            prefill["cache_position"] = torch.arange(ids.shape[1], device=ids.device)
     if "use_cache" in params:
         prefill["use_cache"] = True
     try:
@@ -231,7 +231,8 @@ def _decode_inputs(model: Any, config: Any, prefill: dict, out: Any, cache: Any,
         step["decoder_input_ids"] = nxt
         step.pop("input_ids", None)
         if _explicit(model, "cache_position"):
-            step["cache_position"] = torch.tensor([prefill["decoder_input_ids"].shape[1]])
+            dec = prefill["decoder_input_ids"]
+            step["cache_position"] = torch.tensor([dec.shape[1]], device=dec.device)
         return step
     mask = prefill.get("attention_mask")
     if torch.is_tensor(mask) and mask.dim() == 2:
@@ -247,7 +248,7 @@ def _decode_inputs(model: Any, config: Any, prefill: dict, out: Any, cache: Any,
         step["mm_token_type_ids"] = mm.new_zeros(mm.shape[0], 1)
     past = prefill["input_ids"].shape[1] if torch.is_tensor(prefill.get("input_ids")) else None
     if _explicit(model, "cache_position") and past is not None:
-        step["cache_position"] = torch.tensor([past])
+        step["cache_position"] = torch.tensor([past], device=prefill["input_ids"].device)
     step["input_ids"] = nxt
     if "use_cache" in params:
         step["use_cache"] = True
@@ -311,12 +312,26 @@ def plan_dynamic(model: Any, config: Any, inputs: dict, modality: str, recipe: d
         other = build_inputs(model, config, modality, recipe, batch=batch + 1, seq_len=max(seq - seq // 4, 4), seed=1)
     except Exception as e:  # noqa: BLE001
         raise ScenarioError("dynamic", "inputs", e) from e
+    other = _like(other, inputs)
     b, _ = pad_batch(model, config, other)
     dims = differing_dims(a, b)
     if not dims:
         return ScenarioPlan("dynamic", skip_reason="the second input set has the same shapes", padding=info)
     return ScenarioPlan("dynamic", steps=[Step("shape_a", fresh(a)), Step("shape_b", fresh(b))],
                         mark_dynamic=dims, padding=info)
+
+
+def _like(new: dict, ref: dict) -> dict:
+    """`new` (made on the CPU in fp32) on the device and float dtype of the inputs `ref`."""
+    import torch
+
+    from .runner import to_device
+
+    tensors = [v for v in ref.values() if torch.is_tensor(v)]
+    if not tensors:
+        return new
+    floats = [v for v in tensors if v.is_floating_point()]
+    return to_device(new, str(tensors[0].device), floats[0].dtype if floats else None)
 
 
 def apply_mark_dynamic(inputs: dict, mark: dict[str, list[int]] | None) -> dict:
