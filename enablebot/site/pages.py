@@ -327,7 +327,7 @@ def model_page_html(model: str, rows: list[Row], data: SiteData) -> str:
 
 def _breaks_html(rows: list[Row]) -> str:
     seen: dict[tuple, tuple[Any, RunResult, list[str]]] = {}
-    for r in rows:
+    for r in reversed(rows):  # the newest result set first: its frame links to the newest tag
         if r.result is None:
             continue
         for b in r.result.graph_breaks:
@@ -339,7 +339,7 @@ def _breaks_html(rows: list[Row]) -> str:
             seen[sig][2].append(f"{where} ×{b.count}")
     if not seen:
         return "<h2>Graph breaks</h2><p>No graph break recorded in these result sets.</p>"
-    out = [f"<h2>Graph breaks ({len(seen)})</h2>"]
+    out = [f"<h2>Graph breaks ({len(seen)})</h2><p>Newest result set first.</p>"]
     for (gb_type, rid, _, _), (b, res, where) in seen.items():
         hints = "".join(f"<li>{e(h)}</li>" for h in b.hints)
         out.append(
