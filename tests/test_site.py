@@ -149,7 +149,9 @@ def test_a_new_break_since_the_previous_nightly_is_found(tmp_path):
 # ---- in a real browser ---------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def browser(tmp_path_factory):
-    chromium, driver_bin = shutil.which("chromium"), shutil.which("chromedriver")
+    # Debian's chromium; GitHub's runners have google-chrome with a matching chromedriver.
+    chromium = next(filter(None, map(shutil.which, ("chromium", "chromium-browser", "google-chrome"))), None)
+    driver_bin = shutil.which("chromedriver")
     if not (chromium and driver_bin):
         pytest.fail("Chromium is needed for the browser test and is not installed: "
                     "apt-get install -y chromium chromium-driver (scripts/setup.sh does this when run as root)")
