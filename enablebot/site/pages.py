@@ -68,11 +68,9 @@ def table(headers: Iterable[tuple[str, str]], rows: Iterable[str], *, caption: s
           table_id: str = "", extra: str = "") -> str:
     """headers: (label, type) with type "text" or "num"; rows are <tr> strings."""
     ths = []
-    for i, (label, kind) in enumerate(headers):
-        if sortable:
-            ths.append(f'<th scope="col"><button type="button" data-col="{i}" data-type="{kind}">{e(label)}</button></th>')
-        else:
-            ths.append(f'<th scope="col">{e(label)}</th>')
+    for label, kind in headers:
+        num = " data-num" if kind == "num" else ""
+        ths.append(f'<th{num}><button type="button">{e(label)}</button></th>' if sortable else f"<th>{e(label)}</th>")
     attrs = (f' id="{table_id}"' if table_id else "") + (" data-sortable" if sortable else "") + extra
     cap = f"<caption>{caption}</caption>" if caption else ""
     return (f'<div class="scroll"><table{attrs}>{cap}<thead><tr>{"".join(ths)}</tr></thead>'
@@ -210,7 +208,7 @@ def _prs_section(bundles: list[BundleView], *, depth: int, title: str = "Bot fix
                     f"<td><code>{e(fix)}</code></td><td>{e(change)}</td><td>{_bundle_state(b)}</td><td>{pr}</td></tr>")
     return head + table([("model", "text"), ("break", "text"), ("target", "text"), ("fix", "text"),
                          ("before → after", "text"), ("verification", "text"), ("PR", "text")], rows,
-                        sortable=True, table_id="bundles" if depth == 0 else "")
+                        sortable=depth == 0, table_id="bundles" if depth == 0 else "")
 
 
 def _cluster_rows(clusters: list[ClusterView], depth: int) -> list[str]:
@@ -314,7 +312,7 @@ def model_page_html(model: str, rows: list[Row], data: SiteData) -> str:
         [("result set", "text"), ("device", "text"), ("pass", "text"), ("scenario", "text"), ("task", "text"),
          ("mode", "text"), ("dtype", "text"), ("torch", "text"), ("transformers", "text"), ("verdict", "text"),
          ("breaks", "num"), ("numerics", "text"), ("speedup", "num"), ("compile s", "num"), ("recompiles", "num")],
-        results_rows, sortable=True, table_id="runs"))
+        results_rows, table_id="runs"))
     parts.append(_breaks_html(rows))
     parts.append(_numerics_html(rows))
     parts.append(_errors_html(rows))
@@ -374,7 +372,7 @@ def _numerics_html(rows: list[Row]) -> str:
             "only, so the spread is not shown.</p>" + table(
                 [("result set", "text"), ("run", "text"), ("numerics", "text"), ("method", "text"), ("tol", "num"),
                  ("worst output", "text"), ("rmse compiled", "num"), ("rmse eager", "num"), ("eager ms", "num"),
-                 ("compiled ms", "num"), ("speedup", "num"), ("repeats", "num")], trs, sortable=True))
+                 ("compiled ms", "num"), ("speedup", "num"), ("repeats", "num")], trs))
 
 
 def _errors_html(rows: list[Row]) -> str:

@@ -14,8 +14,8 @@
 
   function sortTable(table, button) {
     var th = button.closest("th");
-    var col = parseInt(button.getAttribute("data-col"), 10);
-    var numeric = button.getAttribute("data-type") === "num";
+    var col = th.cellIndex;
+    var numeric = th.hasAttribute("data-num");
     var dir = th.getAttribute("aria-sort") === "ascending" ? "descending" : "ascending";
     table.querySelectorAll("th[aria-sort]").forEach(function (t) { t.removeAttribute("aria-sort"); });
     th.setAttribute("aria-sort", dir);
@@ -70,7 +70,7 @@
   }
 
   document.querySelectorAll("table[data-sortable]").forEach(function (table) {
-    table.querySelectorAll("th button[data-col]").forEach(function (button) {
+    table.querySelectorAll("thead th button").forEach(function (button) {
       button.addEventListener("click", function () { sortTable(table, button); });
     });
     var form = table.getAttribute("data-filters") && document.getElementById(table.getAttribute("data-filters"));
