@@ -248,3 +248,57 @@ def _subset_keys():
             if r["spec"]["model_id"] in MODELS:
                 keys.add((src.name, RunResult.from_dict(r).key))
     return keys
+
+
+def _lines(src: Path, keep=lambda d: True) -> list[dict]:
+    return [d for d in map(json.loads, (src / RESULTS_FILE).read_text().splitlines()) if keep(d)]
+
+
+def _write(dest: Path, lines: list[dict]) -> Path:
+    dest.mkdir(parents=True)
+    (dest / RESULTS_FILE).write_text("".join(json.dumps(d) + "\n" for d in lines))
+    return dest
+
+
+def test_a_new_architecture_gets_its_time_to_support(tmp_path):
+    """The older nightly lacks qwen2_moe; the newer runs it full graph with numerics passing,
+    63 minutes after the registry first saw it. A Hub find never run is listed as not run."""
+    from enablebot.registry import Registry
+
+    subset = ROOT / "results" / "cpu-inductor-subset"
+    older = _write(tmp_path / "older", _lines(subset, lambda d: d["spec"]["model_id"] != "qwen2_moe"))
+    newer = ROOT / "results" / "cpu-inductor-subset-warm"
+    (tmp_path / "reg.yaml").write_text(
+        "architectures:\n"
+        "  qwen2_moe: {first_seen: '2026-12-03T05:00:00+00:00'}\n"
+        "  brand_new: {origin: hub, first_seen: '2026-12-03T04:00:00+00:00', seen_in: [org/brand-new]}\n")
+    data = build([newer, older], registry=Registry.load(tmp_path / "reg.yaml"))
+    archs = {a.model: a for a in data.new_archs}
+    assert set(archs) == {"qwen2_moe", "brand_new"}
+    q = archs["qwen2_moe"]
+    assert q.why == "new in cpu-inductor-subset-warm" and q.supported_at == "2026-12-03T06:03:23+00:00"
+    assert q.seconds == 3803.0
+    b = archs["brand_new"]
+    assert b.why == "found on the Hub" and b.latest_verdict == "not run" and b.seconds is None
+
+
+def test_scenario_is_read_from_the_spec_and_compare_is_shown(tmp_path):
+    from enablebot.site.pages import models_table, overview
+    from enablebot.site.write import write_site
+
+    lines = _lines(ROOT / "results" / "cpu-inductor-subset", lambda d: d["spec"]["model_id"] in ("gpt2", "t5"))
+    generate = [dict(d, spec=dict(d["spec"], scenario="generate")) for d in lines]
+    sweep = _write(tmp_path / "s", lines + generate)
+    (tmp_path / "cmp.json").write_text(json.dumps({"regressions": [{"key": "gpt2|head", "what": "full_graph -> graph_break"}],
+                                                   "versions": {"before": "2.11", "after": "2.13"}}))
+    data = build([sweep], compare=tmp_path / "cmp.json")
+    assert sorted((r.model, r.scenario) for r in data.rows) == [("gpt2", "call"), ("gpt2", "generate"),
+                                                               ("t5", "call"), ("t5", "generate")]
+    assert '<option value="generate">generate</option>' in models_table(data)
+    assert '<a href="compare.html">' in overview(data)
+    write_site(data, tmp_path / "out")
+    cmp = (tmp_path / "out" / "compare.html").read_text()
+    assert "<td>full_graph -&gt; graph_break</td>" in cmp and "<dt>versions</dt>" in cmp
+    (tmp_path / "bad.json").write_text("{")
+    p = cli("site", str(sweep), "--compare", str(tmp_path / "bad.json"), "--out", str(tmp_path / "o2"))
+    assert p.returncode == 2 and "not a readable JSON file" in p.stderr

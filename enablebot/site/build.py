@@ -502,7 +502,8 @@ def new_architectures(sets: list[ResultSet], registry: Any | None) -> list[NewAr
         e = entries.get(m)
         seen = e.first_seen if e else None
         pairs = rows_by_model.get(m, [])
-        supported = [s.started_at for s, r in pairs if _supported(r) and s.started_at]
+        supported = [(r.result.started_at if r.result else "") or s.started_at for s, r in pairs if _supported(r)]
+        supported = [t for t in supported if t]
         recorded = [st.get("supported_at") for st in (e.status.values() if e else []) if st and st.get("supported_at")]
         when = min([*supported, *map(str, recorded)], default=None, key=lambda t: _parse(t) or datetime.max.replace(tzinfo=timezone.utc))
         secs = None
