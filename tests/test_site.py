@@ -199,11 +199,11 @@ def test_table_sorts_filters_and_links_in_chromium(site, browser):
     assert all(b for b in breaks[:len(numbers)])  # empty cells only at the end
 
     # Filter: verdict graph_break, then only the torch 2.13 version; the status line follows.
-    Select(d.find_element(By.CSS_SELECTOR, "select[data-attr='verdict']")).select_by_value("graph_break")
+    Select(d.find_element(By.CSS_SELECTOR, "select[name='verdict']")).select_by_value("graph_break")
     shown = _visible_rows(d)
     assert 0 < len(shown) < total
     assert all("graph_break" in r.find_elements(By.TAG_NAME, "td")[7].text for r in shown)
-    Select(d.find_element(By.CSS_SELECTOR, "select[data-attr='version']")).select_by_value("2.13.0/5.24.0")
+    Select(d.find_element(By.CSS_SELECTOR, "select[name='version']")).select_by_value("2.13.0/5.24.0")
     shown2 = _visible_rows(d)
     assert 0 < len(shown2) < len(shown) and all("2.13.0/5.24.0" in r.text for r in shown2)
     assert d.find_element(By.ID, "count").text == f"{len(shown2)} of {total} rows shown"
@@ -302,3 +302,26 @@ def test_scenario_is_read_from_the_spec_and_compare_is_shown(tmp_path):
     (tmp_path / "bad.json").write_text("{")
     p = cli("site", str(sweep), "--compare", str(tmp_path / "bad.json"), "--out", str(tmp_path / "o2"))
     assert p.returncode == 2 and "not a readable JSON file" in p.stderr
+
+
+def test_committed_cpu_sweeps_on_two_versions_give_a_real_trend():
+    """The CPU Dynamo pass on torch 2.11 / transformers 5.17 and on torch 2.13 / transformers 5.24."""
+    data = build([ROOT / "results" / "cpu-dynamo", ROOT / "results" / "cpu-dynamo-torch2.11"])
+    assert [(s.label, s.torch, s.series) for s in data.sets] == [("cpu-dynamo-torch2.11", "2.11.0", "cpu dynamo"),
+                                                                 ("cpu-dynamo", "2.13.0", "cpu dynamo")]
+    vc = data.version_changes[0]
+    assert (vc.compiled_both, vc.before_full_graph_compiled, vc.after_full_graph_compiled) == (1788, 1429, 1512)
+    new = {(b.model, b.registry_id) for b in data.new_breaks}
+    assert ("aya_vision", "GB0124") in new and all(b.after_set == "cpu-dynamo" for b in data.new_breaks)
+    # Architectures transformers 5.24 has and 5.17 lacks are new in the newer set.
+    assert {a.why for a in data.new_archs} == {"new in cpu-dynamo"} and len(data.new_archs) > 10
+    older = {r.model for r in data.sets[0].rows}
+    assert not any(a.model in older for a in data.new_archs)
+
+
+def test_an_architecture_an_earlier_set_of_another_series_ran_is_not_new(tmp_path):
+    """distilbert is missing from the time-boxed torch 2.11 CPU sweep but the CUDA pass on 2.11 ran it."""
+    cpu = [ROOT / "results" / "cpu-dynamo", ROOT / "results" / "cpu-dynamo-torch2.11"]
+    assert "distilbert" in {a.model for a in build(cpu).new_archs}
+    with_cuda = build(cpu + [ROOT / "results" / "gpu" / "cuda-inductor-tiny"])
+    assert "distilbert" not in {a.model for a in with_cuda.new_archs}

@@ -212,7 +212,12 @@ def _scenario(raw_spec: dict[str, Any]) -> str:
     return str(raw_spec.get("scenario") or "call")
 
 
-def _row_from_result(label: str, r: RunResult, scenario: str, modality_of: dict[str, str]) -> Row:
+def _pass(raw_spec: dict[str, Any], backend: str) -> str:
+    # Newer results name the pass; older ones imply it by the backend (eager: the Dynamo pass).
+    return str(raw_spec.get("pass_name") or PASS_NAMES.get(backend, backend))
+
+
+def _row_from_result(label: str, r: RunResult, scenario: str, modality_of: dict[str, str], pass_: str = "") -> Row:
     s = r.spec
     ids = []
     for b in r.graph_breaks:
@@ -221,7 +226,7 @@ def _row_from_result(label: str, r: RunResult, scenario: str, modality_of: dict[
             ids.append(bid)
     return Row(set_label=label, model=s.model_id, task=s.task or "default", mode=s.mode, scenario=scenario,
                device=s.device, dtype=s.dtype, torch=public_version(r.versions.torch),
-               transformers=r.versions.transformers, pass_=PASS_NAMES.get(s.backend, s.backend),
+               transformers=r.versions.transformers, pass_=pass_ or PASS_NAMES.get(s.backend, s.backend),
                verdict=r.verdict, breaks=r.stats.graph_breaks if r.stats else (len(r.graph_breaks) or None),
                break_ids=ids, modality=r.modality or modality_of.get(r.model_type or s.model_id, ""),
                numerics=r.numerics.passed if r.numerics else None,
@@ -252,7 +257,8 @@ def load_sweep(path: Path, modality_of: dict[str, str] | None = None, label: str
                 r = RunResult.from_dict(raw)
             except (ValueError, TypeError, KeyError, AttributeError):
                 continue
-            row = _row_from_result(label, r, _scenario(raw.get("spec") or {}), modality_of or {})
+            spec = raw.get("spec") or {}
+            row = _row_from_result(label, r, _scenario(spec), modality_of or {}, _pass(spec, r.spec.backend))
             latest[row.key] = row
     if not latest:
         raise SiteInputError(f"{f}: holds no results")
@@ -428,8 +434,7 @@ def new_breaks(sets: list[ResultSet]) -> list[NewBreak]:
             now, was = r.signatures(), p.signatures()
             if now is not None and was is not None:
                 for gb_type, rid, loc in sorted(now - was):
-                    out.append(NewBreak(r.key, r.model, last.series, prev.label, last.label,
-                                        f"{rid + ' ' if rid else ''}{gb_type} at {loc}", rid))
+                    out.append(NewBreak(r.key, r.model, last.series, prev.label, last.label, f"{gb_type} at {loc}", rid))
             elif (r.breaks or 0) > (p.breaks or 0) or (p.verdict == "full_graph" and r.verdict == "graph_break"):
                 out.append(NewBreak(r.key, r.model, last.series, prev.label, last.label,
                                     f"{p.verdict} -> {r.verdict}, graph breaks {p.breaks if p.breaks is not None else '?'} "
@@ -482,11 +487,12 @@ def _parse(ts: str | None) -> datetime | None:
 
 
 def new_architectures(sets: list[ResultSet], registry: Any | None) -> list[NewArch]:
-    """Architectures new in the latest set of a series (absent from the previous one), and those the
+    """Architectures new in the latest set of a series (absent from every earlier set), and those the
     watcher found on the Hub; time-to-support from first_seen to the first supported run."""
     wanted: dict[str, str] = {}
-    for prev, last in series_pairs(sets):
-        before = {r.model for r in prev.rows}
+    for _, last in series_pairs(sets):
+        # New to the bot: in no earlier result set of any series (a time-boxed sweep may have skipped it).
+        before = {r.model for s in sets[:sets.index(last)] for r in s.rows}
         for m in sorted({r.model for r in last.rows} - before):
             wanted.setdefault(m, f"new in {last.label}")
     entries = getattr(registry, "entries", {}) if registry is not None else {}

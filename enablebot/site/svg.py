@@ -57,8 +57,9 @@ def line_chart(series: dict[str, list[tuple[int, float]]], n_points: int, *, tit
             out.append(f'<polyline points="{path}" fill="none" stroke="{colour}" stroke-width="2"'
                        + (f' stroke-dasharray="{dash}"' if dash else "") + "/>")
         for i, v in pts:
+            dy = -7 if k % 2 == 0 else 15  # alternate above/below so close points stay readable
             out.append(_marker(k, px(i), py(v), colour)
-                       + f'<text x="{px(i) + 7:.1f}" y="{py(v) - 7:.1f}" font-size="11">{v:.1f}%</text>')
+                       + f'<text x="{px(i) + 7:.1f}" y="{py(v) + dy:.1f}" font-size="11">{v:.1f}%</text>')
         ly = top + 14 + 22 * k
         out.append(_marker(k, left + pw + 22, ly - 4, colour)
                    + f'<text x="{left + pw + 34}" y="{ly}" font-size="12">{e(name)} ({MARKER_NAMES[k % 4]})</text>')

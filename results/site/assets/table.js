@@ -40,16 +40,18 @@
   function setupFilters(table, form, status) {
     var rows = Array.prototype.slice.call(table.tBodies[0].rows);
     var texts = rows.map(function (r) { return r.textContent.toLowerCase(); });
-    var selects = form.querySelectorAll("select[data-attr]");
+    var selects = form.querySelectorAll("select[data-col]");
     var search = form.querySelector("input[type=search]");
     function apply() {
       var wanted = [];
-      selects.forEach(function (s) { if (s.value) wanted.push([s.getAttribute("data-attr"), s.value]); });
+      selects.forEach(function (s) { if (s.value) wanted.push([parseInt(s.getAttribute("data-col"), 10), s.value]); });
       var q = search ? search.value.trim().toLowerCase() : "";
       var shown = 0;
       rows.forEach(function (row, i) {
+        // A cell matches when it holds the value as a whole word ("✓ full_graph", "GB0033 GB0036").
         var ok = wanted.every(function (w) {
-          return (row.getAttribute("data-" + w[0]) || "").split(" ").indexOf(w[1]) >= 0;
+          var cell = row.cells[w[0]];
+          return cell !== undefined && cell.textContent.trim().split(/\s+/).indexOf(w[1]) >= 0;
         });
         if (ok && q) ok = texts[i].indexOf(q) >= 0;
         row.hidden = !ok;
@@ -62,7 +64,7 @@
     form.addEventListener("reset", function () { window.setTimeout(apply, 0); });
     var params = new URLSearchParams(window.location.search);
     selects.forEach(function (s) {
-      var v = params.get(s.getAttribute("data-attr"));
+      var v = params.get(s.name);
       if (v !== null && Array.prototype.some.call(s.options, function (o) { return o.value === v; })) s.value = v;
     });
     if (search && params.get("q")) search.value = params.get("q");
