@@ -126,12 +126,21 @@ def spec_key(spec: RunSpec) -> str:
 def run_sweep(items: list[SweepItem], opts: SweepOptions, out_dir: Path, *, jobs: int = 2,
               on_start: Callable[[RunSpec], None] | None = None,
               on_result: Callable[[RunResult], None] | None = None,
-              recycle_after: int = 200, max_minutes: float | None = None) -> SweepStats:
+              recycle_after: int = 200, max_minutes: float | None = None,
+              durations: dict[str, float] | None = None, modalities: dict[str, str] | None = None) -> SweepStats:
+    """`durations` (item key -> seconds, schedule.load_durations) and the checkpoint's own history
+    order the work longest first; a time-boxed sweep (max_minutes) keeps the plan's hash order,
+    so that what it finishes is a sample of every family."""
     from .pool import WorkerPool
+    from .schedule import estimator, item_key, longest_first
 
     ckpt = Checkpoint(out_dir)
     specs = [to_spec(it, opts) for it in items]
     todo = [s for s in specs if spec_key(s) not in ckpt.done]
+    if not max_minutes:
+        history = {item_key(r.spec): r.duration_s for r in ckpt.done.values()}
+        history.update(durations or {})
+        todo = longest_first(todo, estimator(history, modalities or {}))
     stats = SweepStats(planned=len(specs), skipped_done=len(specs) - len(todo))
     t0 = time.time()
     pool = WorkerPool(jobs=jobs, log_dir=out_dir / "logs", recycle_after=recycle_after,

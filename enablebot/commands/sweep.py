@@ -33,6 +33,8 @@ def register(app: typer.Typer) -> None:
         report: bool = typer.Option(True, help="write reports (Markdown, HTML, CSV, triage) when done"),
         max_minutes: Optional[float] = typer.Option(None, help="start no new model after this long; rerun to resume"),
         fullgraph_check: bool = typer.Option(False, help="dynamo pass: also try fullgraph=True on breaking models"),
+        durations_from: Optional[Path] = typer.Option(
+            None, help="a previous results.jsonl (or sweep directory): run the longest items first"),
     ) -> None:
         """Run every architecture (or a shard of them); resumable: finished models are not redone."""
         from ..registry import Registry
@@ -62,6 +64,15 @@ def register(app: typer.Typer) -> None:
                             batch_size=batch_size, seq_len=seq_len, repeats=repeats, timeout_s=timeout,
                             registry=str(reg.path), fullgraph_check=fullgraph_check)
         items = plan(reg, opts, wanted or None, sh)
+        durations = None
+        if durations_from:
+            from ..schedule import load_durations
+
+            try:
+                durations = load_durations(durations_from)
+            except FileNotFoundError as e:
+                err.print(f"[red]error:[/red] --durations-from: {e}")
+                raise typer.Exit(2)
         err.print(f"{len(items)} items ({pass_} pass, {device}){f', shard {shard}' if shard else ''} -> {out}")
         with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                       TimeElapsedColumn(), TimeRemainingColumn(), TextColumn("{task.fields[last]}"),
@@ -71,7 +82,8 @@ def register(app: typer.Typer) -> None:
             def on_result(r):
                 progress.update(bar, advance=1, last=f"{r.spec.model_id}/{r.spec.task}/{r.spec.mode}: {r.verdict}")
 
-            stats = run_sweep(items, opts, out, jobs=jobs, on_result=on_result, max_minutes=max_minutes)
+            stats = run_sweep(items, opts, out, jobs=jobs, on_result=on_result, max_minutes=max_minutes,
+                              durations=durations, modalities=_modalities(reg))
             progress.update(bar, completed=len(items))
         rate = stats.ran / (stats.wall_s / 60) if stats.wall_s else 0.0
         err.print(f"ran {stats.ran} (skipped {stats.skipped_done} already done) in {stats.wall_s:.0f} s "
