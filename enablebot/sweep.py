@@ -127,10 +127,10 @@ def run_sweep(items: list[SweepItem], opts: SweepOptions, out_dir: Path, *, jobs
               on_start: Callable[[RunSpec], None] | None = None,
               on_result: Callable[[RunResult], None] | None = None,
               recycle_after: int = 200, max_minutes: float | None = None,
-              durations: dict[str, float] | None = None, modalities: dict[str, str] | None = None) -> SweepStats:
-    """`durations` (item key -> seconds, schedule.load_durations) and the checkpoint's own history
-    order the work longest first; a time-boxed sweep (max_minutes) keeps the plan's hash order,
-    so that what it finishes is a sample of every family."""
+              durations: dict[str, float] | None = None) -> SweepStats:
+    """`durations` (item key -> seconds of the same pass, schedule.load_durations) and the
+    checkpoint's own history order the work longest first. Without either, and in a time-boxed
+    sweep (max_minutes, whose finished part must sample every family), the plan's order is kept."""
     from .pool import WorkerPool
     from .schedule import estimator, item_key, longest_first
 
@@ -140,7 +140,8 @@ def run_sweep(items: list[SweepItem], opts: SweepOptions, out_dir: Path, *, jobs
     if not max_minutes:
         history = {item_key(r.spec): r.duration_s for r in ckpt.done.values()}
         history.update(durations or {})
-        todo = longest_first(todo, estimator(history, modalities or {}))
+        if history:
+            todo = longest_first(todo, estimator(history))
     stats = SweepStats(planned=len(specs), skipped_done=len(specs) - len(todo))
     t0 = time.time()
     pool = WorkerPool(jobs=jobs, log_dir=out_dir / "logs", recycle_after=recycle_after,

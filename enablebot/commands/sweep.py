@@ -69,10 +69,13 @@ def register(app: typer.Typer) -> None:
             from ..schedule import load_durations
 
             try:
-                durations = load_durations(durations_from)
+                durations = load_durations(durations_from, fast=pass_ == "dynamo", device=device)
             except FileNotFoundError as e:
                 err.print(f"[red]error:[/red] --durations-from: {e}")
                 raise typer.Exit(2)
+            if not durations:
+                err.print(f"[yellow]warning:[/yellow] {durations_from} holds no {pass_}-pass {device} results: "
+                          "the plan's order is kept")
         err.print(f"{len(items)} items ({pass_} pass, {device}){f', shard {shard}' if shard else ''} -> {out}")
         with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                       TimeElapsedColumn(), TimeRemainingColumn(), TextColumn("{task.fields[last]}"),
@@ -83,7 +86,7 @@ def register(app: typer.Typer) -> None:
                 progress.update(bar, advance=1, last=f"{r.spec.model_id}/{r.spec.task}/{r.spec.mode}: {r.verdict}")
 
             stats = run_sweep(items, opts, out, jobs=jobs, on_result=on_result, max_minutes=max_minutes,
-                              durations=durations, modalities=_modalities(reg))
+                              durations=durations)
             progress.update(bar, completed=len(items))
         rate = stats.ran / (stats.wall_s / 60) if stats.wall_s else 0.0
         err.print(f"ran {stats.ran} (skipped {stats.skipped_done} already done) in {stats.wall_s:.0f} s "
