@@ -72,3 +72,18 @@ def test_forked_workers_see_the_pools_environment_not_the_fork_servers(tmp_path,
     assert [r.verdict for r in seen] == ["create_error", "create_error"]
     assert "ENABLEBOT_PROBE=first" in seen[0].error.message
     assert "ENABLEBOT_PROBE=second" in seen[1].error.message
+
+
+def test_a_process_forked_from_the_pools_server_runs_multithreaded_ops(tmp_path):
+    """A fork server that had run a Dynamo trace gave children that hung in their first
+    multi-threaded op; the preload must stay import-only (and leave CUDA alone)."""
+    pool = WorkerPool(jobs=1, log_dir=tmp_path, start_method="forkserver")
+    code = ("import torch, sys\ntorch.set_num_threads(2)\nx = torch.randn(1000, 1000)\n"
+            "(x @ x).sum(); torch.randn(5_000_000).add_(1).sum(); torch.softmax(x, -1).sum()\n"
+            "sys.exit(3 if torch.cuda.is_initialized() else 0)\n")
+    p = pool._ctx.Process(target=exec, args=(code,))
+    p.start()
+    p.join(240)
+    if p.exitcode is None:
+        p.kill()
+    assert p.exitcode == 0
