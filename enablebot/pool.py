@@ -22,7 +22,7 @@ import multiprocessing as mp
 import os
 import signal
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
