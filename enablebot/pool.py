@@ -7,6 +7,13 @@ OOM kill) or exceeds the per-model timeout, its model gets a `crash`/`timeout`
 result with the tail of that worker's log, the worker is replaced, and the other
 workers carry on. Workers are also recycled every `recycle_after` models so state
 that leaks between models (caches, memory) stays bounded.
+
+Workers start from a fork server by default (`start_method="forkserver"`): one process
+imports torch, Dynamo, transformers and the runner once (`enablebot.preload`, which never
+initialises CUDA) and every worker is forked from it, so a new or replacement worker costs
+milliseconds instead of seconds of imports. `start_method="spawn"` (or the environment
+variable ENABLEBOT_POOL_START=spawn) gives fresh interpreters; a fix overlay always uses
+spawn, since its patched files must be imported before torch and transformers are.
 """
 
 from __future__ import annotations
@@ -15,7 +22,7 @@ import multiprocessing as mp
 import os
 import signal
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
@@ -24,9 +31,15 @@ from .isolation import _failed, _tail
 from .results import ErrorInfo, RunResult, RunSpec
 
 
-def _worker_main(conn: Connection, log_path: str, overlay_dir: str | None, threads: int | None) -> None:
+def _worker_main(conn: Connection, log_path: str, overlay_dir: str | None, threads: int | None,
+                 env: dict[str, str] | None = None) -> None:
     # Own process group: killing it also kills Inductor's compile workers.
     os.setsid()
+    if env is not None:
+        # A forked worker inherits the fork server's environment, fixed when it started; the
+        # pool's is the one that counts (settings torch read at import keep the server's).
+        os.environ.clear()
+        os.environ.update(env)
     fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     os.dup2(fd, 1)
     os.dup2(fd, 2)
@@ -75,15 +88,25 @@ class WorkerPool:
     max_rss_mb: int = 6000  # retire a worker whose memory grew past this (leaks across models)
     threads: int | None = None  # torch intra-op threads per worker (None: torch's default)
     overlay_dir: str | None = None
-    _ctx: mp.context.SpawnContext = field(default_factory=lambda: mp.get_context("spawn"))
+    start_method: str | None = None  # forkserver | spawn; None: ENABLEBOT_POOL_START, else forkserver
+    _ctx: mp.context.BaseContext | None = None
     _serial: int = 0
+
+    def __post_init__(self) -> None:
+        self.start_method = _start_method(self.start_method, self.overlay_dir)
+        if self._ctx is None:
+            self._ctx = mp.get_context(self.start_method)
+            if self.start_method == "forkserver":
+                self._ctx.set_forkserver_preload(list(PRELOAD))
 
     def _spawn(self) -> _Worker:
         self._serial += 1
         self.log_dir.mkdir(parents=True, exist_ok=True)
         log_path = self.log_dir / f"worker-{os.getpid()}-{self._serial}.log"
         parent, child = self._ctx.Pipe()
-        proc = self._ctx.Process(target=_worker_main, args=(child, str(log_path), self.overlay_dir, self.threads), daemon=True)
+        env = dict(os.environ) if self.start_method == "forkserver" else None
+        proc = self._ctx.Process(target=_worker_main, args=(child, str(log_path), self.overlay_dir, self.threads, env),
+                                 daemon=True)
         proc.start()
         child.close()
         return _Worker(proc=proc, conn=parent, log_path=log_path)
@@ -173,6 +196,19 @@ class WorkerPool:
             self._kill(w)
         else:
             w.conn.close()
+
+
+PRELOAD = ("enablebot.preload",)
+START_METHODS = ("forkserver", "spawn")
+
+
+def _start_method(asked: str | None, overlay_dir: str | None) -> str:
+    method = asked or os.environ.get("ENABLEBOT_POOL_START") or "forkserver"
+    if method not in START_METHODS:
+        raise ValueError(f"pool start method must be one of {START_METHODS}, got {method!r}")
+    if overlay_dir or method not in mp.get_all_start_methods():
+        return "spawn"  # an overlay must be installed before torch is imported; no fork server off POSIX
+    return method
 
 
 def _affine(pending: list[RunSpec], model_id: str | None) -> int:

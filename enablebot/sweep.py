@@ -151,12 +151,22 @@ def spec_key(spec: RunSpec) -> str:
 def run_sweep(items: list[SweepItem], opts: SweepOptions, out_dir: Path, *, jobs: int = 2,
               on_start: Callable[[RunSpec], None] | None = None,
               on_result: Callable[[RunResult], None] | None = None,
-              recycle_after: int = 200, max_minutes: float | None = None) -> SweepStats:
+              recycle_after: int = 200, max_minutes: float | None = None,
+              durations: dict[str, float] | None = None) -> SweepStats:
+    """`durations` (item key -> seconds of the same pass, schedule.load_durations) and the
+    checkpoint's own history order the work longest first. Without either, and in a time-boxed
+    sweep (max_minutes, whose finished part must sample every family), the plan's order is kept."""
     from .pool import WorkerPool
+    from .schedule import estimator, item_key, longest_first
 
     ckpt = Checkpoint(out_dir)
     specs = [to_spec(it, opts) for it in items]
     todo = [s for s in specs if spec_key(s) not in ckpt.done]
+    if not max_minutes:
+        history = {item_key(r.spec): r.duration_s for r in ckpt.done.values()}
+        history.update(durations or {})
+        if history:
+            todo = longest_first(todo, estimator(history))
     stats = SweepStats(planned=len(specs), skipped_done=len(specs) - len(todo))
     t0 = time.time()
     pool = WorkerPool(jobs=jobs, log_dir=out_dir / "logs", recycle_after=recycle_after,

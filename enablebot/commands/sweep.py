@@ -35,6 +35,8 @@ def register(app: typer.Typer) -> None:
         fullgraph_check: bool = typer.Option(False, help="dynamo pass: also try fullgraph=True on breaking models"),
         scenario: List[str] = typer.Option([], "--scenario", help="call, decode, dynamic (repeatable); default: "
                                            "call, plus decode for generative heads in the dynamo pass"),
+        durations_from: Optional[Path] = typer.Option(
+            None, help="a previous results.jsonl (or sweep directory): run the longest items first"),
     ) -> None:
         """Run every architecture (or a shard of them); resumable: finished models are not redone."""
         from ..registry import Registry
@@ -65,6 +67,18 @@ def register(app: typer.Typer) -> None:
                             registry=str(reg.path), fullgraph_check=fullgraph_check,
                             scenarios=tuple(scenario) or None)
         items = plan(reg, opts, wanted or None, sh)
+        durations = None
+        if durations_from:
+            from ..schedule import load_durations
+
+            try:
+                durations = load_durations(durations_from, pass_name=pass_, device=device)
+            except FileNotFoundError as e:
+                err.print(f"[red]error:[/red] --durations-from: {e}")
+                raise typer.Exit(2)
+            if not durations:
+                err.print(f"[yellow]warning:[/yellow] {durations_from} holds no {pass_}-pass {device} results: "
+                          "the plan's order is kept")
         err.print(f"{len(items)} items ({pass_} pass, {device}){f', shard {shard}' if shard else ''} -> {out}")
         with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                       TimeElapsedColumn(), TimeRemainingColumn(), TextColumn("{task.fields[last]}"),
@@ -74,7 +88,8 @@ def register(app: typer.Typer) -> None:
             def on_result(r):
                 progress.update(bar, advance=1, last=f"{r.spec.model_id}/{r.spec.task}/{r.spec.mode}/{r.spec.scenario}: {r.verdict}")
 
-            stats = run_sweep(items, opts, out, jobs=jobs, on_result=on_result, max_minutes=max_minutes)
+            stats = run_sweep(items, opts, out, jobs=jobs, on_result=on_result, max_minutes=max_minutes,
+                              durations=durations)
             progress.update(bar, completed=len(items))
         rate = stats.ran / (stats.wall_s / 60) if stats.wall_s else 0.0
         err.print(f"ran {stats.ran} (skipped {stats.skipped_done} already done) in {stats.wall_s:.0f} s "

@@ -26,3 +26,8 @@ def hang(model: Any, **_: Any) -> Any:
 
 def oom(model: Any, **_: Any) -> Any:
     raise MemoryError("simulated allocator failure")
+
+
+def env_probe(model: Any, **_: Any) -> Any:
+    # Fails with the worker's view of ENABLEBOT_PROBE: tests that a forked worker gets the pool's environment.
+    raise RuntimeError(f"ENABLEBOT_PROBE={os.environ.get('ENABLEBOT_PROBE')}")

@@ -1,0 +1,89 @@
+"""Sweep speed: longest-first ordering from earlier durations, and pool workers forked from a
+pre-imported fork server that still behave like fresh, isolated processes."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from enablebot.pool import WorkerPool
+from enablebot.registry import ArchEntry, Registry
+from enablebot.results import RunResult, RunSpec
+from enablebot.schedule import estimator, item_key, load_durations, longest_first
+
+from conftest import ROOT
+
+
+def spec(model, mode="eval", task="base", **kw):
+    return RunSpec(model_id=model, mode=mode, task=task, **kw)
+
+
+def test_longest_first_starts_the_slowest_model_first_and_keeps_its_items_together():
+    history = {"a|base|eval": 1.0, "a|base|train": 2.0, "b|base|eval": 9.0, "c|base|eval": 4.0}
+    specs = [spec("a"), spec("a", "train"), spec("b"), spec("b", "train"), spec("c"), spec("new")]
+    order = [(s.model_id, s.mode) for s in longest_first(specs, estimator(history))]
+    # b/train has no history of its own: its model's mean (9 s) ranks it; "new" gets the median (3 s).
+    assert order == [("b", "eval"), ("b", "train"), ("c", "eval"), ("new", "eval"), ("a", "train"), ("a", "eval")]
+    assert longest_first(specs, estimator({})) == specs  # no history: every estimate ties, plan order kept
+
+
+def test_durations_come_only_from_the_same_pass_and_device_and_a_torn_line_is_skipped(tmp_path):
+    rows = [RunResult(spec=spec("llama", fast=True), verdict="full_graph", duration_s=1.5),
+            RunResult(spec=spec("llama", fast=False), verdict="full_graph", duration_s=40.0),
+            RunResult(spec=spec("gpt2", fast=True, device="cuda"), verdict="full_graph", duration_s=7.0)]
+    f = tmp_path / "results.jsonl"
+    f.write_text("".join(json.dumps(r.to_dict()) + "\n" for r in rows) + '{"spec": {"model_id": "bert", "ta')
+    assert load_durations(tmp_path, pass_name="dynamo", device="cpu") == {"llama|base|eval|call": 1.5}
+    assert load_durations(f, pass_name="inductor") == {"llama|base|eval|call": 40.0}
+    assert item_key(rows[2].spec) in load_durations(f)
+    with pytest.raises(FileNotFoundError):
+        load_durations(tmp_path / "nope")
+
+
+def test_sweep_refuses_a_missing_durations_file(tmp_path):
+    p = subprocess.run([sys.executable, "-m", "enablebot.cli", "sweep", "--out", str(tmp_path / "o"), "-m", "llama",
+                        "--durations-from", str(tmp_path / "missing.jsonl")], capture_output=True, text=True, cwd=ROOT)
+    assert p.returncode == 2 and "missing.jsonl" in p.stderr
+
+
+def test_start_method_choice(monkeypatch, tmp_path):
+    monkeypatch.delenv("ENABLEBOT_POOL_START", raising=False)
+    assert WorkerPool(jobs=1, log_dir=tmp_path).start_method == "forkserver"
+    # A fix overlay must be imported before torch: never from a pre-imported server.
+    assert WorkerPool(jobs=1, log_dir=tmp_path, overlay_dir=str(tmp_path)).start_method == "spawn"
+    monkeypatch.setenv("ENABLEBOT_POOL_START", "spawn")
+    assert WorkerPool(jobs=1, log_dir=tmp_path).start_method == "spawn"
+    with pytest.raises(ValueError, match="start method"):
+        WorkerPool(jobs=1, log_dir=tmp_path, start_method="fork")
+
+
+def test_forked_workers_see_the_pools_environment_not_the_fork_servers(tmp_path, monkeypatch):
+    reg = Registry.load(ROOT / "model_registry.yaml")
+    reg.upsert(ArchEntry.from_dict({**reg.get("llama").to_dict(), "hook": "enablebot.testing.faults:env_probe"}))
+    reg.save(tmp_path / "reg.yaml")
+    probe = spec("llama", fast=True, numerics=False, timing=False, timeout_s=240, registry=str(tmp_path / "reg.yaml"))
+    seen = []
+    for value in ("first", "second"):  # the fork server keeps the environment it started with ("first")
+        monkeypatch.setenv("ENABLEBOT_PROBE", value)
+        pool = WorkerPool(jobs=1, log_dir=tmp_path / "logs", start_method="forkserver")
+        [result] = list(pool.run([probe]))
+        seen.append(result)
+    assert [r.verdict for r in seen] == ["create_error", "create_error"]
+    assert "ENABLEBOT_PROBE=first" in seen[0].error.message
+    assert "ENABLEBOT_PROBE=second" in seen[1].error.message
+
+
+def test_a_process_forked_from_the_pools_server_runs_multithreaded_ops(tmp_path):
+    """A fork server that had run a Dynamo trace gave children that hung in their first
+    multi-threaded op; the preload must stay import-only (and leave CUDA alone)."""
+    pool = WorkerPool(jobs=1, log_dir=tmp_path, start_method="forkserver")
+    code = ("import torch, sys\ntorch.set_num_threads(2)\nx = torch.randn(1000, 1000)\n"
+            "(x @ x).sum(); torch.randn(5_000_000).add_(1).sum(); torch.softmax(x, -1).sum()\n"
+            "sys.exit(3 if torch.cuda.is_initialized() else 0)\n")
+    p = pool._ctx.Process(target=exec, args=(code,))
+    p.start()
+    p.join(240)
+    if p.exitcode is None:
+        p.kill()
+    assert p.exitcode == 0
