@@ -78,7 +78,7 @@ def eval_dim(expr: Any, *, config: Any, batch: int, seq_len: int) -> int:
 # ---- what the config says ---------------------------------------------------------------
 
 
-def _text_config(config: Any) -> Any:
+def text_config(config: Any) -> Any:
     get = getattr(config, "get_text_config", None)
     try:
         return get(decoder=True) if get else config
@@ -86,11 +86,11 @@ def _text_config(config: Any) -> Any:
         return get()
 
 
-def _special_ids(config: Any) -> set[int]:
+def special_ids(config: Any) -> set[int]:
     from .shrink import TOKEN_ID_KEYS
 
     ids: set[int] = set()
-    for c in (config, _text_config(config)):
+    for c in (config, text_config(config)):
         for k in TOKEN_ID_KEYS:
             v = getattr(c, k, None)
             for x in v if isinstance(v, (list, tuple)) else [v]:
@@ -99,7 +99,7 @@ def _special_ids(config: Any) -> set[int]:
     return ids
 
 
-def _first(config: Any, names: tuple[str, ...], subs: tuple[str, ...] = (), default: Any = None) -> Any:
+def first_attr(config: Any, names: tuple[str, ...], subs: tuple[str, ...] = (), default: Any = None) -> Any:
     """The first of `names` set on the config or on one of its `subs` sub-configs."""
     for c in [config] + [getattr(config, s, None) for s in subs]:
         if c is None:
@@ -116,11 +116,11 @@ _IMAGE_TOKEN_KEYS = ("image_token_id", "image_token_index")
 # wrapper (ColPali lineage: `model.vlm`, `config.vlm_config`) embeds.
 _IMAGE_TOKEN_SUBS = ("text_config", "vlm_config")
 _VISION_SUBS = ("vision_config", "backbone_config", "encoder_config", "image_config")
-_AUDIO_SUBS = ("audio_config", "encoder_config", "speech_config")
+AUDIO_SUBS = ("audio_config", "encoder_config", "speech_config")
 
 
 def _image_hw(config: Any) -> tuple[int, int]:
-    size = _first(config, ("image_size", "img_size", "input_size"), _VISION_SUBS, 32)
+    size = first_attr(config, ("image_size", "img_size", "input_size"), _VISION_SUBS, 32)
     if isinstance(size, dict):
         return int(size.get("height", 32)), int(size.get("width", 32))
     if isinstance(size, (list, tuple)):
@@ -129,7 +129,7 @@ def _image_hw(config: Any) -> tuple[int, int]:
 
 
 def _channels(config: Any) -> int:
-    return int(_first(config, ("num_channels", "in_channels", "in_chans", "input_channels"), _VISION_SUBS, 3))
+    return int(first_attr(config, ("num_channels", "in_channels", "in_chans", "input_channels"), _VISION_SUBS, 3))
 
 
 # ---- generic tensors by argument name --------------------------------------------------
@@ -149,8 +149,8 @@ def _ids(ctx: Ctx, seq: int | None = None) -> Any:
     import torch
 
     config = ctx.config
-    vocab = getattr(_text_config(config), "vocab_size", None) or getattr(config, "vocab_size", None) or 100
-    special = _special_ids(config)
+    vocab = getattr(text_config(config), "vocab_size", None) or getattr(config, "vocab_size", None) or 100
+    special = special_ids(config)
     # Ordinary tokens only: special ids (image/audio placeholders) trigger modality merging
     # that needs matching pixel/audio inputs, which a recipe adds explicitly.
     ids = torch.randint(0, vocab, (ctx.batch, seq or ctx.seq_len), generator=ctx.gen)
@@ -173,7 +173,7 @@ def _pixel_values(ctx: Ctx) -> Any:
     import torch
 
     h, w = _image_hw(ctx.config)
-    frames = _first(ctx.config, ("num_frames",), _VISION_SUBS)
+    frames = first_attr(ctx.config, ("num_frames",), _VISION_SUBS)
     if frames:  # video models take (batch, frames, channels, height, width)
         return torch.randn(ctx.batch, int(frames), _channels(ctx.config), h, w, generator=ctx.gen)
     return torch.randn(ctx.batch, _channels(ctx.config), h, w, generator=ctx.gen)
@@ -183,7 +183,7 @@ def _video(ctx: Ctx) -> Any:
     import torch
 
     h, w = _image_hw(ctx.config)
-    frames = int(_first(ctx.config, ("num_frames", "frames_per_clip"), _VISION_SUBS, 4))
+    frames = int(first_attr(ctx.config, ("num_frames", "frames_per_clip"), _VISION_SUBS, 4))
     return torch.randn(ctx.batch, frames, _channels(ctx.config), h, w, generator=ctx.gen)
 
 
@@ -194,13 +194,13 @@ def _input_features(ctx: Ctx) -> Any:
     import torch
 
     c = ctx.config
-    src = _first(c, ("max_source_positions",), _AUDIO_SUBS)
+    src = first_attr(c, ("max_source_positions",), AUDIO_SUBS)
     frames = 2 * int(src) if src else max(ctx.seq_len * 4, 64)
-    mels = _first(c, ("num_mel_bins", "n_mels"), _AUDIO_SUBS)
+    mels = first_attr(c, ("num_mel_bins", "n_mels"), AUDIO_SUBS)
     if mels is None:
-        feats = _first(c, ("feature_size", "input_feat_per_channel", "feature_projection_input_dim"), _AUDIO_SUBS)
+        feats = first_attr(c, ("feature_size", "input_feat_per_channel", "feature_projection_input_dim"), AUDIO_SUBS)
         if feats is not None:
-            per = int(_first(c, ("input_channels",), _AUDIO_SUBS, 1) or 1)
+            per = int(first_attr(c, ("input_channels",), AUDIO_SUBS, 1) or 1)
             return torch.randn(ctx.batch, frames, int(feats) * per, generator=ctx.gen)
     return torch.randn(ctx.batch, int(mels or 80), frames, generator=ctx.gen)
 
@@ -209,7 +209,7 @@ def _input_values(ctx: Ctx) -> Any:
     """Raw waveforms; codecs with `audio_channels` take (batch, channels, samples)."""
     import torch
 
-    ch = _first(ctx.config, ("audio_channels",), _AUDIO_SUBS)
+    ch = first_attr(ctx.config, ("audio_channels",), AUDIO_SUBS)
     if ch:
         return torch.randn(ctx.batch, int(ch), 4000, generator=ctx.gen)
     return torch.randn(ctx.batch, 4000, generator=ctx.gen)
@@ -234,7 +234,7 @@ def _bbox(ctx: Ctx) -> Any:
 
 
 def _patch_grid(ctx: Ctx) -> tuple[int, int]:
-    merge = int(_first(ctx.config, ("spatial_merge_size", "merge_size"), _VISION_SUBS, 1) or 1)
+    merge = int(first_attr(ctx.config, ("spatial_merge_size", "merge_size"), _VISION_SUBS, 1) or 1)
     return 2 * merge, 2 * merge
 
 
@@ -252,8 +252,8 @@ def _patchified(ctx: Ctx) -> Any:
     import torch
 
     c = ctx.config
-    patch = int(_first(c, ("patch_size",), _VISION_SUBS, 14))
-    tp = int(_first(c, ("temporal_patch_size", "patch_temporal"), _VISION_SUBS, 1))
+    patch = int(first_attr(c, ("patch_size",), _VISION_SUBS, 14))
+    tp = int(first_attr(c, ("temporal_patch_size", "patch_temporal"), _VISION_SUBS, 1))
     h, w = _patch_grid(ctx)
     return torch.randn(ctx.batch * h * w, _channels(c) * tp * patch * patch, generator=ctx.gen)
 
@@ -265,7 +265,7 @@ def _features_mask(ctx: Ctx) -> Any:
     feats = ctx.out.get("input_features")
     if feats is None:
         return torch.ones(ctx.batch, ctx.seq_len, dtype=torch.long)
-    mels = _first(ctx.config, ("num_mel_bins", "n_mels"), _AUDIO_SUBS)
+    mels = first_attr(ctx.config, ("num_mel_bins", "n_mels"), AUDIO_SUBS)
     frames = feats.shape[-1] if mels is not None and feats.shape[1] == int(mels) else feats.shape[1]
     return torch.ones(feats.shape[0], frames, dtype=torch.long)
 
@@ -275,8 +275,8 @@ def _embeds(ctx: Ctx) -> Any:
     (batch, seq, hidden) of the text model."""
     import torch
 
-    tc = _text_config(ctx.config)
-    hidden = _first(tc, ("hidden_size", "d_model", "n_embd", "dim")) or _first(ctx.config, ("hidden_size", "d_model"), (), 64)
+    tc = text_config(ctx.config)
+    hidden = first_attr(tc, ("hidden_size", "d_model", "n_embd", "dim")) or first_attr(ctx.config, ("hidden_size", "d_model"), (), 64)
     return torch.randn(ctx.batch, ctx.seq_len, int(hidden), generator=ctx.gen)
 
 
@@ -294,7 +294,7 @@ def rule_for(name: str) -> Callable[[Ctx], Any] | None:
 def _merge_sizes(ctx: Ctx) -> Any:
     import torch
 
-    merge = int(_first(ctx.config, ("spatial_merge_size", "merge_size"), _VISION_SUBS, 1) or 1)
+    merge = int(first_attr(ctx.config, ("spatial_merge_size", "merge_size"), _VISION_SUBS, 1) or 1)
     return torch.full((ctx.batch,), merge, dtype=torch.long)
 
 
@@ -357,7 +357,7 @@ def wanted_inputs(model: Any, config: Any, modality: str) -> list[str]:
     # Dual encoders (CLIP-like: text and image towers, no image placeholder token) run
     # both towers; models that merge images at placeholder tokens get text only unless a
     # recipe adds images with their tokens.
-    has_image_token = _first(config, _IMAGE_TOKEN_KEYS, _IMAGE_TOKEN_SUBS) is not None
+    has_image_token = first_attr(config, _IMAGE_TOKEN_KEYS, _IMAGE_TOKEN_SUBS) is not None
     if not has_image_token and {"input_ids", "pixel_values"} <= params and ({"input_ids", "pixel_values"} & set(names)):
         want("input_ids")
         want("pixel_values")
@@ -423,7 +423,7 @@ def add_image_tokens(model: Any, ctx: Ctx) -> bool:
     nothing added) when the count cannot be found: the text-only path is used."""
     import torch
 
-    token = _first(ctx.config, _IMAGE_TOKEN_KEYS, _IMAGE_TOKEN_SUBS)
+    token = first_attr(ctx.config, _IMAGE_TOKEN_KEYS, _IMAGE_TOKEN_SUBS)
     ids = ctx.out.get("input_ids")
     if token is None or ids is None:
         return False
@@ -505,7 +505,7 @@ def _flattened_patches(ctx: Ctx) -> Any:
 
     import torch
 
-    feats = int(_first(ctx.config, ("patch_embed_hidden_size",), _VISION_SUBS, 768))
+    feats = int(first_attr(ctx.config, ("patch_embed_hidden_size",), _VISION_SUBS, 768))
     n = 16
     side = math.isqrt(n)
     idx = torch.arange(n)
@@ -534,7 +534,7 @@ def default_inputs(model: Any, config: Any, modality: str, *, batch: int, seq_le
         ctx.out[name] = rule(ctx)
     params = inspect.signature(model.forward).parameters
     if "input_ids" in ctx.out and "pixel_values" in params and "pixel_values" not in skip \
-            and _first(config, _IMAGE_TOKEN_KEYS, _IMAGE_TOKEN_SUBS) is not None:
+            and first_attr(config, _IMAGE_TOKEN_KEYS, _IMAGE_TOKEN_SUBS) is not None:
         add_image_tokens(model, ctx)
     return ctx.out
 
@@ -596,7 +596,7 @@ def build_inputs(model: Any, config: Any, modality: str, recipe: dict[str, Any] 
     recipe = for_class(recipe or {}, type(model).__name__)
     seq_len = int(recipe.get("seq_len", seq_len))
     # Text no longer than the learned position table (CLIP-like text towers have 16-77).
-    maxpos = _first(_text_config(config), ("max_position_embeddings", "n_positions", "max_seq_len"))
+    maxpos = first_attr(text_config(config), ("max_position_embeddings", "n_positions", "max_seq_len"))
     if isinstance(maxpos, int) and 2 <= maxpos < seq_len:
         seq_len = maxpos
     batch = int(recipe.get("batch", batch))
@@ -614,7 +614,7 @@ def build_inputs(model: Any, config: Any, modality: str, recipe: dict[str, Any] 
     # after the kwargs, which the trial forward in add_image_tokens needs too.
     given = recipe.get("tensors") or {}
     if "pixel_values" in given and "input_ids" in out and "input_ids" not in given \
-            and _first(config, _IMAGE_TOKEN_KEYS, _IMAGE_TOKEN_SUBS) is not None:
+            and first_attr(config, _IMAGE_TOKEN_KEYS, _IMAGE_TOKEN_SUBS) is not None:
         add_image_tokens(model, ctx)
     if recipe.get("hook"):  # inputs no tensor recipe can express (e.g. a video inference session)
         out.update(call_inputs_hook(recipe["hook"], model=model, config=config, batch=batch, seq_len=seq_len,

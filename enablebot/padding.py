@@ -51,13 +51,13 @@ def is_decoder_only_generative(model: Any, config: Any) -> bool:
 def _pad_id(model: Any, config: Any) -> int:
     """The config's pad token, if the input embedding has a row for it (encoder-decoders
     may name the decoder's pad, outside the encoder's vocabulary); else 0."""
-    from .inputs import _text_config
+    from .inputs import text_config
 
     try:
         vocab = int(model.get_input_embeddings().num_embeddings)
     except Exception:  # noqa: BLE001 - no (standard) input embedding
         vocab = None
-    for c in (config, _text_config(config)):
+    for c in (config, text_config(config)):
         v = getattr(c, "pad_token_id", None)
         if isinstance(v, int) and not isinstance(v, bool) and v >= 0 and (vocab is None or v < vocab):
             return v
@@ -89,13 +89,13 @@ def _trailing_ordinary(ids: Any, special: set[int]) -> int:
 def pad_text(model: Any, config: Any, inputs: dict[str, Any]) -> tuple[dict[str, Any], Padding]:
     import torch
 
-    from .inputs import _special_ids
+    from .inputs import special_ids
 
     ids = inputs.get("input_ids")
     if not (torch.is_tensor(ids) and ids.dim() == 2 and not ids.is_floating_point()):
         return inputs, Padding(reason="no 2-D input_ids")
     b, s = ids.shape
-    special = _special_ids(config)
+    special = special_ids(config)
     pad = _pad_id(model, config)
     # Room to pad: trailing positions with ordinary tokens (image placeholders stay real),
     # at least 2 real tokens per row.
@@ -137,11 +137,11 @@ def pad_text(model: Any, config: Any, inputs: dict[str, Any]) -> tuple[dict[str,
 def _frames_axis(t: Any, config: Any) -> int:
     """The time axis of an audio tensor: last for waveforms and (batch, mels, frames)
     features, 1 for (batch, frames, features)."""
-    from .inputs import _AUDIO_SUBS, _first
+    from .inputs import AUDIO_SUBS, first_attr
 
     if t.dim() == 2:
         return 1
-    mels = _first(config, ("num_mel_bins", "n_mels"), _AUDIO_SUBS)
+    mels = first_attr(config, ("num_mel_bins", "n_mels"), AUDIO_SUBS)
     if t.dim() == 3 and mels is not None and t.shape[1] == int(mels):
         return 2
     if t.dim() == 3 and t.shape[1] <= 8:  # (batch, channels, samples)

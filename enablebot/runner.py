@@ -34,6 +34,7 @@ from typing import Any, Callable
 
 from . import graph_breaks, numerics, timing, versions
 from .results import CompileStats, ErrorInfo, RunResult, RunSpec, StepStats, Timing
+from .tensors import to_device, torch_dtype
 from .verdict import Verdict
 
 
@@ -92,28 +93,6 @@ def recompile_log():
 
 
 # ---- small helpers --------------------------------------------------------------------------
-def to_device(obj: Any, device: str, float_dtype: Any = None) -> Any:
-    """Tensors in a nested input structure moved to `device` (floats cast to `float_dtype`)."""
-    import torch
-
-    if isinstance(obj, torch.Tensor):
-        if float_dtype is not None and obj.is_floating_point():
-            return obj.to(device=device, dtype=float_dtype)
-        return obj.to(device)
-    if isinstance(obj, dict):
-        return {k: to_device(v, device, float_dtype) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return type(obj)(to_device(v, device, float_dtype) for v in obj)
-    return obj
-
-
-def torch_dtype(name: str) -> Any:
-    import torch
-
-    return {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16,
-            "float64": torch.float64}[name]
-
-
 def apply_dynamo_config(settings: dict[str, Any]) -> None:
     import torch._dynamo
 

@@ -155,10 +155,10 @@ def _logits(out: Any) -> Any:
 def _start_ids(config: Any, batch: int, device: Any = None) -> Any:
     import torch
 
-    from .inputs import _text_config
+    from .inputs import text_config
 
     start = None
-    for c in (config, _text_config(config)):
+    for c in (config, text_config(config)):
         for k in ("decoder_start_token_id", "bos_token_id", "pad_token_id"):
             v = getattr(c, k, None)
             if isinstance(v, int) and not isinstance(v, bool) and v >= 0:
@@ -325,7 +325,7 @@ def _like(new: dict, ref: dict) -> dict:
     """`new` (made on the CPU in fp32) on the device and float dtype of the inputs `ref`."""
     import torch
 
-    from .runner import to_device
+    from .tensors import to_device
 
     tensors = [v for v in ref.values() if torch.is_tensor(v)]
     if not tensors:

@@ -36,7 +36,7 @@ FLAT = {
     "isolation": "execute", "worker": "execute", "pool": "execute", "sandbox": "execute", "child": "execute",
     "sweep": "sweep", "checkpoint": "sweep", "triage": "sweep", "reports": "sweep", "baseline": "sweep",
     "coverage": "sweep", "compare": "sweep", "incremental": "sweep",
-    "hub": "watch", "watch": "watch", "support": "watch",
+    "hub": "model", "tensors": "measure", "watch": "watch", "support": "watch",
     "pr": "pr", "pr_body": "pr", "dashboard": "pr", "github_client": "pr", "pr_fetch": "pr",
     "nightly": "commands", "cli": "cli",
 }

@@ -58,7 +58,7 @@ def dump(spec: RunSpec, data_path: str) -> dict[str, Any]:
 
     import torch
 
-    from ..runner import to_device as _to  # imported late: the overlay goes in before anything imports torch
+    from ..tensors import to_device as _to  # imported late: the overlay goes in before anything imports torch
 
     model, inputs = _build(spec)
     fp64_model = copy.deepcopy(model).to(device=spec.device, dtype=torch.float64)
@@ -76,7 +76,7 @@ def check(spec: RunSpec, data_path: str) -> dict[str, Any]:
 
     from ..numerics import compare, default_tol
     from ..runner import apply_dynamo_config as _apply_dynamo_config
-    from ..runner import to_device as _to
+    from ..tensors import to_device as _to
 
     _apply_dynamo_config(spec.dynamo_config)
     saved = torch.load(data_path, weights_only=False)  # written by our own dump child
