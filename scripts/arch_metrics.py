@@ -69,7 +69,13 @@ def imports(mods: dict[str, Path], root: str) -> tuple[dict[str, set[str]], list
     for mod, path in mods.items():
         tree = ast.parse(path.read_text(encoding="utf-8"))
         is_pkg = path.name == "__init__.py"
+        # Imports under `if TYPE_CHECKING:` are for annotations only: not an import edge.
+        typing_only = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If)
+                       and getattr(node.test, "id", getattr(node.test, "attr", "")) == "TYPE_CHECKING"
+                       for n in ast.walk(node)}
         for node in ast.walk(tree):
+            if id(node) in typing_only:
+                continue
             targets: list[tuple[str, str | None]] = []
             if isinstance(node, ast.Import):
                 targets = [(a.name, None) for a in node.names]
