@@ -33,6 +33,11 @@ def register(app: typer.Typer) -> None:
         report: bool = typer.Option(True, help="write reports (Markdown, HTML, CSV, triage) when done"),
         max_minutes: Optional[float] = typer.Option(None, help="start no new model after this long; rerun to resume"),
         fullgraph_check: bool = typer.Option(False, help="dynamo pass: also try fullgraph=True on breaking models"),
+        reuse: Optional[Path] = typer.Option(None, help="incremental: reuse results of this earlier sweep directory whose "
+                                                        "cache key (torch, transformers, model code, spec) matches; "
+                                                        "decisions and reasons go to OUT/incremental.json"),
+        strict_versions: bool = typer.Option(False, help="with --reuse: re-run on any transformers version change, "
+                                                         "even when the model's code is unchanged"),
     ) -> None:
         """Run every architecture (or a shard of them); resumable: finished models are not redone."""
         from ..registry import Registry
@@ -54,6 +59,9 @@ def register(app: typer.Typer) -> None:
                 err.print(f"[red]error:[/red] {models_file} lists no model types (one per line; # starts a comment)")
                 raise typer.Exit(2)
             wanted += listed
+        if reuse is not None and not reuse.is_dir():
+            err.print(f"[red]error:[/red] --reuse {reuse}: not a directory (give an earlier sweep's --out)")
+            raise typer.Exit(2)
         unknown = [m for m in wanted if m not in reg]
         if unknown:
             err.print(f"[red]error:[/red] not in the registry: {', '.join(unknown)} (run `enablebot registry seed`)")
@@ -71,10 +79,19 @@ def register(app: typer.Typer) -> None:
             def on_result(r):
                 progress.update(bar, advance=1, last=f"{r.spec.model_id}/{r.spec.task}/{r.spec.mode}: {r.verdict}")
 
-            stats = run_sweep(items, opts, out, jobs=jobs, on_result=on_result, max_minutes=max_minutes)
+            stats = run_sweep(items, opts, out, jobs=jobs, on_result=on_result, max_minutes=max_minutes,
+                              reuse_from=reuse, strict_versions=strict_versions)
             progress.update(bar, completed=len(items))
+        if reuse is not None:
+            import json
+
+            from ..incremental import DECISIONS_FILE
+
+            inc = json.loads((out / DECISIONS_FILE).read_text(encoding="utf-8"))
+            err.print(f"incremental: reused {stats.reused}, re-ran {stats.ran}; "
+                      + "; ".join(f"{k} x{v}" for k, v in inc["reasons"].items()))
         rate = stats.ran / (stats.wall_s / 60) if stats.wall_s else 0.0
-        err.print(f"ran {stats.ran} (skipped {stats.skipped_done} already done) in {stats.wall_s:.0f} s "
+        err.print(f"ran {stats.ran} (skipped {stats.skipped_done} already done, reused {stats.reused}) in {stats.wall_s:.0f} s "
                   f"= {rate:.1f} models/min; {stats.verdicts}"
                   + (f"; {stats.not_started} not started (time budget): rerun to resume" if stats.not_started else ""))
         if report:
