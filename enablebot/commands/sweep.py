@@ -38,6 +38,11 @@ def register(app: typer.Typer) -> None:
                                                         "decisions and reasons go to OUT/incremental.json"),
         strict_versions: bool = typer.Option(False, help="with --reuse: re-run on any transformers version change, "
                                                          "even when the model's code is unchanged"),
+        new_types_first: bool = typer.Option(False, help="day 0: register the installed transformers' model types the "
+                                                         "registry lacks, and run the release's new types first"),
+        only_new_types: bool = typer.Option(False, help="day 0: as --new-types-first, and run only those types"),
+        release_date: str = typer.Option("auto", help="with --new-types-first: the release's date (ISO), 'auto' (ask "
+                                                      "PyPI) or 'none' (first_seen = when the bot first saw them)"),
     ) -> None:
         """Run every architecture (or a shard of them); resumable: finished models are not redone."""
         from ..registry import Registry
@@ -62,6 +67,15 @@ def register(app: typer.Typer) -> None:
         if reuse is not None and not reuse.is_dir():
             err.print(f"[red]error:[/red] --reuse {reuse}: not a directory (give an earlier sweep's --out)")
             raise typer.Exit(2)
+        new_types: set[str] = set()
+        tf_version = ""
+        if new_types_first or only_new_types:
+            new_types, tf_version = _register_day0(reg, release_date, err)
+            if only_new_types:
+                if not new_types:
+                    err.print(f"no model types new in transformers {tf_version}: nothing to run")
+                    raise typer.Exit(0)
+                wanted = sorted(new_types & set(wanted)) if wanted else sorted(new_types)
         unknown = [m for m in wanted if m not in reg]
         if unknown:
             err.print(f"[red]error:[/red] not in the registry: {', '.join(unknown)} (run `enablebot registry seed`)")
@@ -70,6 +84,10 @@ def register(app: typer.Typer) -> None:
                             batch_size=batch_size, seq_len=seq_len, repeats=repeats, timeout_s=timeout,
                             registry=str(reg.path), fullgraph_check=fullgraph_check)
         items = plan(reg, opts, wanted or None, sh)
+        if new_types:
+            from ..day0 import first
+
+            items = first(items, new_types)
         err.print(f"{len(items)} items ({pass_} pass, {device}){f', shard {shard}' if shard else ''} -> {out}")
         with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                       TimeElapsedColumn(), TimeRemainingColumn(), TextColumn("{task.fields[last]}"),
@@ -99,6 +117,8 @@ def register(app: typer.Typer) -> None:
 
             paths = write_reports(out, _modalities(reg))
             err.print("reports: " + ", ".join(str(p) for p in paths))
+        if new_types:
+            _write_day0(reg, out, tf_version, err)
 
     from .report import report_app
 
@@ -147,3 +167,44 @@ def register(app: typer.Typer) -> None:
 
 def _modalities(reg) -> dict[str, str]:
     return {mt: e.modality for mt, e in reg.entries.items() if e.modality}
+
+
+def _register_day0(reg, release_date: str, err: Console) -> tuple[set[str], str]:
+    """Register the installed transformers' types the registry lacks; the release's new types."""
+    from importlib.metadata import version
+
+    from ..catalog import known_architectures
+    from ..day0 import _iso, missing_types, new_in_release, pypi_release_date, register_new_types
+
+    tf_version = version("transformers")
+    if missing_types(reg, known_architectures()):
+        if release_date == "auto":
+            date = pypi_release_date("transformers", tf_version)
+        elif release_date == "none":
+            date = None
+        else:
+            try:
+                date = _iso(release_date if "T" in release_date else release_date + "T00:00:00+00:00")
+            except ValueError:
+                raise typer.BadParameter(f"{release_date!r}: give an ISO date (2026-11-30), 'auto' or 'none'",
+                                         param_hint="--release-date")
+        added = register_new_types(reg, transformers_version=tf_version, release_date=date)
+        reg.save()
+        err.print(f"day 0: registered {len(added)} model types new in transformers {tf_version} "
+                  f"(first_seen from {'the release date ' + date if date else 'now: release date unknown'}): "
+                  + ", ".join(a.model_type for a in added))
+    return set(new_in_release(reg, tf_version)), tf_version
+
+
+def _write_day0(reg, out: Path, tf_version: str, err: Console) -> None:
+    import json
+
+    from ..checkpoint import RESULTS_FILE, load_results
+    from ..day0 import day0_report
+    from ..registry import atomic_write_text
+
+    rep = day0_report(reg, load_results(out / RESULTS_FILE).values(), tf_version)
+    atomic_write_text(out / "new_types.md", rep.markdown())
+    atomic_write_text(out / "new_types.json", json.dumps(rep.to_dict(), indent=1) + "\n")
+    err.print(f"new in transformers {tf_version}: {rep.built_and_ran}/{rep.items} items built and ran -> "
+              f"{out / 'new_types.md'}")
