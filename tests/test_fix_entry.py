@@ -97,6 +97,7 @@ def test_a_drafted_entry_is_verified_and_bundled_after_a_hostile_one_is_rejected
     assert (meta["target"], meta["kind"], meta["files"], meta["verified"]) == \
         ("config", "registry", ["model_registry.yaml"], True)
     diff = (bundle / "patch.diff").read_text()
-    assert diff.startswith("--- a/model_registry.yaml") and "+      states:" in diff
+    assert diff.startswith("--- a/model_registry.yaml")
+    assert any(ln.startswith("+") and ln.strip("+ ") == "states:" for ln in diff.splitlines())
     assert Registry.load(reg.path).get("decision_transformer").inputs == {}  # the registry itself is untouched
     assert KEY not in (tmp_path / "t.jsonl").read_text()
