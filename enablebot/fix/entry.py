@@ -346,11 +346,14 @@ def draft_entry(model_type: str, registry: Registry, llm: Any, out_dir: Path, *,
             feedback = "Rejected as registry data:\n" + "\n".join(f"- {p}" for p in att.rejected)
             continue
         trial = copy.deepcopy(registry)
-        trial.path = work / "trial_registry.yaml"
+        trial.path = work / ".trial_registry.yaml"  # read by the children; removed after: patch.diff keeps the change
         trial.upsert(merged_entry(entry, drafted))
         trial.save()
         say(f"verifying attempt {n}")
-        after = _run_all(item_specs(model_type, trial.path, timeout_s=timeout_s, modes=modes, task=task), runner)
+        try:
+            after = _run_all(item_specs(model_type, trial.path, timeout_s=timeout_s, modes=modes, task=task), runner)
+        finally:
+            trial.path.unlink(missing_ok=True)
         att.verdicts = {k: r.verdict for k, r in after.items()}
         att.errors = {k: f"{r.error.stage}: {r.error.type}: {r.error.message[:200]}" for k, r in after.items() if r.error}
         att.verified = all(r.verdict in OK_VERDICTS for r in after.values())
