@@ -57,6 +57,7 @@ class Outcome(Serializable):
     error: str | None = None  # "stage: ExceptionType"
     numerics_passed: bool | None = None
     detailed: bool = True  # False for baseline entries: no break types, no error text
+    break_names: dict[str, str] = field(default_factory=dict)  # GBxxxx -> gb_type, for the legend
 
 
 @dataclass
@@ -105,6 +106,7 @@ class CompareReport(Serializable):
     only_in_b: list[str] = field(default_factory=list)
     counts: dict[str, dict[str, int]] = field(default_factory=dict)  # kind -> attribution -> items
     notes: list[str] = field(default_factory=list)
+    break_names: dict[str, str] = field(default_factory=dict)  # GBxxxx -> gb_type of the ids in `diffs`
 
     def markdown(self) -> str:
         return render_markdown(self)
@@ -138,7 +140,8 @@ def outcome_from_result(r: RunResult) -> Outcome:
     return Outcome(verdict=r.verdict, torch=r.versions.torch, transformers=r.versions.transformers,
                    graph_breaks=r.stats.graph_breaks if r.stats else r.explain_breaks,
                    breaks_by_type=breaks_by_type(r), error=_error_text(r),
-                   numerics_passed=r.numerics.passed if r.numerics else None, detailed=True)
+                   numerics_passed=r.numerics.passed if r.numerics else None, detailed=True,
+                   break_names={gb.registry_id: gb.gb_type for gb in r.graph_breaks if gb.registry_id})
 
 
 def key_from_result(r: RunResult, raw_spec: dict[str, Any] | None = None) -> ItemKey:
@@ -281,6 +284,8 @@ def compare_sets(a: ResultSet, b: ResultSet) -> CompareReport:
         d = ItemDiff(k.model_id, k.task, k.device, k.mode, k.dtype, k.scenario, before, after, changes,
                      attribute(before, after))
         rep.diffs.append(d)
+        for o in (before, after):
+            rep.break_names.update(o.break_names)
         for c in changes:
             counts[c.kind][d.attribution] += 1
     rep.counts = {k: dict(v) for k, v in counts.items() if v}
@@ -337,6 +342,9 @@ def render_markdown(rep: CompareReport, max_rows: int = 400) -> str:
         if len(rows) > max_rows:
             lines.append(f"| ... | {len(rows) - max_rows} more in the JSON | | | | |")
         lines.append("")
+    named = {k: v for k, v in sorted(rep.break_names.items()) if any(k in c.what for d in rep.diffs for c in d.changes)}
+    if named:
+        lines += ["Break ids: " + "; ".join(f"{k} {v}" for k, v in named.items()), ""]
     for title, items in (("Only in A", rep.only_in_a), ("Only in B", rep.only_in_b)):
         if items:
             shown = ", ".join(f"`{k}`" for k in items[:50])

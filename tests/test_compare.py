@@ -78,6 +78,7 @@ def test_torch_only_and_transformers_only_changes_are_attributed(tmp_path):
     assert by["jetmoe"].changes[0].kind == "breaks_changed"
     assert by["jetmoe"].changes[0].what == "GB0033 2 -> 5; GB0036 0 -> 1"
     md = rep.markdown()
+    assert "Break ids: GB0033 Data dependent operator; GB0036 Dynamic shape operator" in md
     assert "## Newly broken (1)" in md and "| bert | base/eval | cpu | call | full_graph -> eager_error (eager: AttributeError) | transformers |" in md
 
     # Both moved: "both".
