@@ -27,6 +27,7 @@ COMMAND_MODULES = (
     "enablebot.commands.watch",
     "enablebot.commands.report",
     "enablebot.commands.site",
+    "enablebot.commands.compare",
 )
 
 

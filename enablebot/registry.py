@@ -54,6 +54,8 @@ _ENTRY_ORDER = (
     "classes",
     "remote_code",
     "first_seen",
+    "first_seen_source",
+    "new_in",
     "seen_in",
     "requires",
     "config",
@@ -78,7 +80,8 @@ class ArchEntry(Serializable):
     classes: list[str] = field(default_factory=list)  # other classes seen on the Hub
     remote_code: bool = False
     first_seen: str | None = None  # ISO date-time the bot first saw it (or the release's date)
-    first_seen_source: str | None = None  # what first_seen is: "release" (its transformers release) | "observed"
+    first_seen_source: str | None = None  # release (its transformers release's date) | bot (when the bot first saw it)
+    new_in: str | None = None  # "transformers 5.25.0": the release that brought it (day-0 registration)
     seen_in: list[str] = field(default_factory=list)  # Hub repos that revealed it
     requires: list[str] = field(default_factory=list)
     config: dict[str, Any] = field(default_factory=dict)

@@ -1,6 +1,11 @@
-"""Time-to-support: from an architecture's `first_seen` to its first supported run.
+"""Time-to-support: from an architecture's `first_seen` to its first supported run, and to its
+first verified fix bundle.
 
+`first_seen` is the release date of the transformers release that brought the type, or when the
+bot (or the Hub watcher) first saw it: `first_seen_source` says which.
 "Supported" on a device and mode means a run that is `full_graph` with numerics passing.
+"Fixed" means a verified fix bundle (`enablebot fix`: a recipe, a patch or a registry entry)
+exists for the type; its `created_at` ends the second clock.
 Each registry entry keeps, per "<device>/<mode>", the latest run's status and
 `supported_at`: set by the first supported run and never moved afterwards, so a later
 regression shows in `verdict` without rewriting history.
@@ -55,6 +60,10 @@ class SupportRow(Serializable):
     open_seconds: float | None = None  # first_seen -> now, while not supported
     verdict: str | None = None  # the latest run's
     origin: str = "transformers"
+    first_seen_source: str | None = None  # release | bot | None (recorded before the field existed)
+    new_in: str | None = None
+    fixed_at: str | None = None  # the first verified fix bundle for the type
+    fix_seconds: float | None = None  # first_seen -> fixed_at
 
 
 @dataclass
@@ -72,23 +81,51 @@ class SupportReport(Serializable):
     summaries: list[SupportSummary] = field(default_factory=list)
 
 
+def first_fixes(bundle_dirs: Any) -> dict[str, str]:
+    """model_type -> created_at of its first verified fix bundle, from bundle directories (each holding
+    bundle.json) or directories of them."""
+    import json
+    from pathlib import Path
+
+    out: dict[str, str] = {}
+    for root in bundle_dirs or ():
+        for meta in sorted(Path(root).glob("**/bundle.json")):
+            try:
+                b = json.loads(meta.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                continue
+            if not b.get("verified") or not b.get("created_at") or not b.get("model_id"):
+                continue
+            mt = str(b["model_id"])
+            if mt not in out or parse_iso(b["created_at"]) < parse_iso(out[mt]):
+                out[mt] = str(b["created_at"])
+    return out
+
+
 def time_to_support(registry: Registry, *, now: datetime | None = None, discovered_only: bool = False,
-                    key: str | None = None) -> SupportReport:
-    """Rows for every architecture with `first_seen` that was run, plus watcher-discovered ones not
-    run yet; the median per device/mode is over supported architectures."""
+                    key: str | None = None, fixes: dict[str, str] | None = None,
+                    new_in: str | None = None) -> SupportReport:
+    """Rows for every architecture with `first_seen` that was run, plus watcher-discovered (or
+    release-registered) ones not run yet; the median per device/mode is over supported architectures.
+    `fixes` (first_fixes) adds the time to the first verified fix bundle; `new_in` keeps only the types
+    new in that release ("transformers 5.25.0")."""
     now = now or datetime.now(timezone.utc)
+    fixes = fixes or {}
     rows: list[SupportRow] = []
     for mt in sorted(registry.entries):
         e = registry.entries[mt]
-        if not e.first_seen or (discovered_only and not e.seen_in):
+        if not e.first_seen or (discovered_only and not e.seen_in) or (new_in and e.new_in != new_in):
             continue
         seen = parse_iso(e.first_seen)
+        extra = dict(origin=e.origin, first_seen_source=e.first_seen_source, new_in=e.new_in)
+        if mt in fixes:
+            extra.update(fixed_at=fixes[mt], fix_seconds=max(0.0, _secs(parse_iso(fixes[mt]) - seen)))
         keys = sorted(k for k in e.status if key is None or k == key)
-        if not keys and e.seen_in and key is None:
-            rows.append(SupportRow(mt, None, e.first_seen, open_seconds=_secs(now - seen), origin=e.origin))
+        if not keys and (e.seen_in or e.new_in) and key is None:
+            rows.append(SupportRow(mt, None, e.first_seen, open_seconds=_secs(now - seen), **extra))
         for k in keys:
             st = e.status[k] or {}
-            row = SupportRow(mt, k, e.first_seen, verdict=st.get("verdict"), origin=e.origin)
+            row = SupportRow(mt, k, e.first_seen, verdict=st.get("verdict"), **extra)
             if st.get("supported_at"):
                 row.supported_at = str(st["supported_at"])
                 row.seconds = max(0.0, _secs(parse_iso(row.supported_at) - seen))

@@ -53,6 +53,7 @@ class SweepOptions:
 class SweepStats:
     planned: int = 0
     skipped_done: int = 0
+    reused: int = 0  # taken from --reuse DIR because their cache key matched (incremental.py)
     ran: int = 0
     not_started: int = 0  # left for a later (resumed) sweep by --max-minutes
     wall_s: float = 0.0
@@ -152,29 +153,42 @@ def run_sweep(items: list[SweepItem], opts: SweepOptions, out_dir: Path, *, jobs
               on_start: Callable[[RunSpec], None] | None = None,
               on_result: Callable[[RunResult], None] | None = None,
               recycle_after: int = 200, max_minutes: float | None = None,
-              durations: dict[str, float] | None = None) -> SweepStats:
-    """`durations` (item key -> seconds of the same pass, schedule.load_durations) and the
-    checkpoint's own history order the work longest first. Without either, and in a time-boxed
-    sweep (max_minutes, whose finished part must sample every family), the plan's order is kept."""
+              durations: dict[str, float] | None = None, reuse_from: Path | None = None,
+              strict_versions: bool = False) -> SweepStats:
+    """Run `items`, checkpointing each result. `durations` (item key -> seconds of the same pass,
+    schedule.load_durations) and the checkpoint's own history order the work longest first; without
+    either, and in a time-boxed sweep (max_minutes, whose finished part must sample every family),
+    the plan's order is kept. With `reuse_from`, an item whose cache key (versions, model code,
+    spec, registry knowledge: incremental.py) matches a result recorded there or in `out_dir` is
+    reused instead of run; every decision and its reason go to incremental.json."""
     from .pool import WorkerPool
     from .schedule import estimator, item_key, longest_first
 
+    t0 = time.time()
     ckpt = Checkpoint(out_dir)
     specs = [to_spec(it, opts) for it in items]
-    todo = [s for s in specs if spec_key(s) not in ckpt.done]
+    keys = _item_keys(specs, opts)
+    if reuse_from is not None:
+        todo, reused = _apply_reuse(specs, keys, ckpt, Path(reuse_from), out_dir, strict_versions)
+        stats = SweepStats(planned=len(specs), reused=reused, skipped_done=len(specs) - len(todo) - reused)
+    else:
+        todo = [s for s in specs if spec_key(s) not in ckpt.done]
+        stats = SweepStats(planned=len(specs), skipped_done=len(specs) - len(todo))
     if not max_minutes:
         history = {item_key(r.spec): r.duration_s for r in ckpt.done.values()}
         history.update(durations or {})
         if history:
             todo = longest_first(todo, estimator(history))
-    stats = SweepStats(planned=len(specs), skipped_done=len(specs) - len(todo))
-    t0 = time.time()
     pool = WorkerPool(jobs=jobs, log_dir=out_dir / "logs", recycle_after=recycle_after,
                       threads=_threads_per_worker(jobs) if opts.device == "cpu" else None)
     deadline = t0 + max_minutes * 60 if max_minutes else None
     stop = (lambda: time.time() > deadline) if deadline else None
     for result in pool.run(todo, on_start=on_start, should_stop=stop):
         ckpt.append(result)
+        if keys.get(result.key) is not None:
+            from .incremental import append_key
+
+            append_key(out_dir, result.key, keys[result.key])
         stats.ran += 1
         stats.verdicts[result.verdict] = stats.verdicts.get(result.verdict, 0) + 1
         if on_result:
@@ -183,6 +197,42 @@ def run_sweep(items: list[SweepItem], opts: SweepOptions, out_dir: Path, *, jobs
     stats.not_started = len(todo) - stats.ran
     _log_run(out_dir, stats, opts, jobs, t0)
     return stats
+
+
+def _item_keys(specs: list[RunSpec], opts: SweepOptions) -> dict:
+    from .incremental import item_keys
+
+    return item_keys(specs, Registry.load(opts.registry))
+
+
+def _apply_reuse(specs: list[RunSpec], keys: dict, ckpt: Checkpoint, reuse_from: Path, out_dir: Path,
+                 strict: bool) -> tuple[list[RunSpec], int]:
+    """Copy matching results from `reuse_from` into the checkpoint; return (specs to run, reused count).
+    Results already in `out_dir` (a resumed incremental sweep) are judged by the same key."""
+    import json
+
+    from .checkpoint import RESULTS_FILE, load_results
+    from .incremental import DECISIONS_FILE, append_key, load_keys, plan_reuse
+    from .registry import atomic_write_text
+
+    t0 = time.time()
+    previous = load_results(reuse_from / RESULTS_FILE)
+    previous_keys = load_keys(reuse_from)
+    if Path(out_dir).resolve() != Path(reuse_from).resolve():
+        previous.update(ckpt.done)
+        previous_keys.update(load_keys(out_dir))
+    plan = plan_reuse(keys, previous, previous_keys, strict=strict)
+    reused = 0
+    for rk, r in plan.reused.items():
+        if ckpt.done.get(rk) is not r:
+            ckpt.append(r)
+            append_key(out_dir, rk, keys[rk])
+        reused += 1
+    run_keys = {d.key for d in plan.decisions if d.action == "run"}
+    report = {"reuse_from": str(reuse_from), "strict_versions": strict, "plan_s": round(time.time() - t0, 2),
+              "counts": plan.counts(), "reasons": plan.reasons(), "decisions": [d.to_dict() for d in plan.decisions]}
+    atomic_write_text(Path(out_dir) / DECISIONS_FILE, json.dumps(report, indent=1) + "\n")
+    return [s for s in specs if spec_key(s) in run_keys], reused
 
 
 RUNS_FILE = "sweep_runs.jsonl"
@@ -196,7 +246,7 @@ def _log_run(out_dir: Path, stats: SweepStats, opts: SweepOptions, jobs: int, t0
 
     line = {"started_at": _dt.datetime.fromtimestamp(t0, _dt.timezone.utc).replace(microsecond=0).isoformat(),
             "pass": opts.pass_, "device": opts.device, "jobs": jobs, "planned": stats.planned,
-            "skipped_done": stats.skipped_done, "ran": stats.ran, "not_started": stats.not_started,
+            "skipped_done": stats.skipped_done, "reused": stats.reused, "ran": stats.ran, "not_started": stats.not_started,
             "wall_s": stats.wall_s}
     out_dir.mkdir(parents=True, exist_ok=True)
     with open(out_dir / RUNS_FILE, "a", encoding="utf-8") as f:

@@ -232,7 +232,7 @@ def apply_decision(registry: Registry, d: Decision, c: Candidate, known: Mapping
         if not entry.seen_in:
             return False
     elif entry is None:
-        entry = ArchEntry(model_type=mt, first_seen=c.created_at, first_seen_source="observed")
+        entry = ArchEntry(model_type=mt, first_seen=c.created_at, first_seen_source="bot")
     if d.kind == "new":
         k = known[mt]
         entry.origin, entry.remote_code = "transformers", False

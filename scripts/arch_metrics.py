@@ -33,7 +33,7 @@ FLAT = {
     "hooks": "model", "build": "model", "prepare": "model", "padding": "model", "loss": "model", "seed": "model",
     "runner": "measure", "graph_breaks": "measure", "numerics": "measure", "timing": "measure",
     "scenarios": "measure", "towers": "measure", "render": "measure",
-    "isolation": "execute", "worker": "execute", "pool": "execute", "sandbox": "execute", "child": "execute",
+    "isolation": "execute", "preload": "execute", "schedule": "sweep", "worker": "execute", "pool": "execute", "sandbox": "execute", "child": "execute",
     "sweep": "sweep", "checkpoint": "sweep", "triage": "sweep", "reports": "sweep", "baseline": "sweep",
     "coverage": "sweep", "compare": "sweep", "incremental": "sweep",
     "hub": "model", "tensors": "measure", "watch": "watch", "support": "watch",

@@ -463,3 +463,32 @@ def test_registry_keeps_knowledge_apart_from_state(tmp_path):
     assert "acme/llama-ft" in again.get("llama").seen_in
     assert "status" not in path.read_text() and "first_seen" not in path.read_text()
     assert not reg.save(path)  # nothing changed: nothing written
+
+
+def test_time_to_support_and_to_fix_for_a_releases_new_types(tmp_path):
+    """Types registered on day 0 of a release: the clock starts at the release date (or when the bot saw
+    them), stops at the first supported run, and separately at the first verified fix bundle."""
+    from enablebot.fix.bundle import ClusterRef, FixBundle
+    from enablebot.support import first_fixes
+
+    reg = Registry(path=Path("unused.yaml"))
+    t0 = datetime(2026, 11, 30, tzinfo=timezone.utc)
+    hour = timedelta(hours=1)
+    for mt, src in (("new_a", "release"), ("new_b", "bot")):
+        reg.upsert(ArchEntry(model_type=mt, first_seen=t0.isoformat(), first_seen_source=src,
+                             new_in="transformers 5.25.0"))
+    reg.upsert(ArchEntry(model_type="old", first_seen=t0.isoformat()))
+    record_status(reg.get("new_a"), fake_result(RunSpec(model_id="new_a")), now=t0 + 5 * hour)
+    record_status(reg.get("new_b"), fake_result(RunSpec(model_id="new_b"), "graph_break"), now=t0 + hour)
+    for name, verified, at in (("b-1", False, t0 + 2 * hour), ("b-2", True, t0 + 30 * hour),
+                               ("b-3", True, t0 + 50 * hour)):
+        FixBundle(fix_key=name, model_id="new_b", cluster=ClusterRef(gb_type="x"), target="config", verified=verified,
+                  created_at=(at).isoformat()).save(tmp_path / name)
+    fixes = first_fixes([tmp_path])
+    assert fixes == {"new_b": (t0 + 30 * hour).isoformat()}  # the first *verified* bundle
+    rep = time_to_support(reg, now=t0 + 100 * hour, fixes=fixes, new_in="transformers 5.25.0")
+    rows = {r.model_type: r for r in rep.rows}
+    assert set(rows) == {"new_a", "new_b"}
+    assert (rows["new_a"].seconds, rows["new_a"].first_seen_source) == (5 * 3600, "release")
+    assert rows["new_b"].seconds is None and rows["new_b"].open_seconds == 100 * 3600
+    assert (rows["new_b"].fix_seconds, rows["new_b"].first_seen_source) == (30 * 3600, "bot")

@@ -240,7 +240,9 @@ def test_nightly_runs_the_whole_loop_in_order():
         return "\n".join(s.get("run", "") for s in jobs[job]["steps"])
 
     assert "enablebot watch --run" in script("watch")
-    assert "enablebot sweep --shard ${{ matrix.shard }}/4 --out results/shard-${{ matrix.shard }}" in script("sweep")
+    # day 0: the release's new model types are registered and run before anything else
+    assert script("watch").index("enablebot sweep --only-new-types") < script("watch").index("enablebot watch --run")
+    assert "enablebot sweep --new-types-first --shard ${{ matrix.shard }}/4 --out results/shard-${{ matrix.shard }}" in script("sweep")
     assert "enablebot sweep --device cuda" in script("sweep-cuda")
     merge = script("merge")
     order = ["enablebot merge results/shard-* --out results/merged", "enablebot check", "enablebot report sweep"]

@@ -48,6 +48,10 @@ def register(app: typer.Typer) -> None:
                                                           help="other architectures to re-check (comma-separated)"),
         no_recipes: bool = typer.Option(False, "--no-recipes", help="skip Dynamo config recipes"),
         always_agent: bool = typer.Option(False, "--always-agent", help="ask the LLM even when a recipe verified"),
+        registry_entry: bool = typer.Option(False, "--registry-entry",
+                                            help="for a model type that fails to build or run eager: ask the LLM for "
+                                                 "a registry entry (config overrides / input recipe, data only), "
+                                                 "validate, verify (build + eager + Dynamo) and bundle it"),
     ) -> None:
         """Reproduce MODEL_ID's graph breaks, try Dynamo config recipes, ask an LLM for a patch
         (applied in an overlay, never to site-packages), verify, and write a bundle per cluster."""
@@ -76,6 +80,20 @@ def register(app: typer.Typer) -> None:
         if llm is None:
             err.print("[yellow]no LLM configured[/yellow] (set OPENAI_BASE_URL or OPENAI_API_KEY, and --llm-model): "
                       "trying Dynamo config recipes only")
+        if registry_entry:
+            from ..fix.entry import draft_entry
+            from ..registry import Registry
+
+            reg = Registry.load()
+            if model_id not in reg:
+                err.print(f"[red]error:[/red] --registry-entry needs a registered model_type; {model_id} is not one "
+                          "(run `enablebot registry seed`)")
+                raise typer.Exit(2)
+            with err.status(f"[bold]{model_id}[/bold]: registry entry") as status:
+                res = draft_entry(model_id, reg, llm, out, attempts=attempts, timeout_s=timeout,
+                                  say=lambda m: status.update(f"[bold]{model_id}[/bold]: {m}"))
+            Console().print(f"{model_id}: {res.status}: {res.message}" + (f" -> {res.bundle_dir}" if res.bundle_dir else ""))
+            return
         opts = FixOptions(out_dir=out, cluster=cluster, from_triage=from_triage, attempts=attempts,
                           spec={"device": device, "backend": backend, "batch_size": batch_size, "seq_len": seq_len,
                                 "task": task, "repeats": repeats, "timeout_s": timeout},

@@ -26,6 +26,9 @@ def support(
     discovered_only: bool = typer.Option(False, "--discovered-only",
                                          help="only architectures the watcher found on the Hub"),
     json_path: Optional[Path] = typer.Option(None, "--json", help="write the report as JSON here"),
+    fixes: Optional[list[Path]] = typer.Option(None, "--fixes", help="fix bundle directories (or roots of them): "
+                                               "adds the time to the first verified fix bundle"),
+    new_in: Optional[str] = typer.Option(None, "--new-in", help="only types new in this release, e.g. 'transformers 5.25.0'"),
 ) -> None:
     """Time to support per architecture and device, and the median.
 
@@ -38,15 +41,18 @@ def support(
     except RegistryError as e:
         Console(stderr=True).print(f"[red]error:[/red] {e}")
         raise typer.Exit(2)
-    rep = time_to_support(reg, discovered_only=discovered_only, key=key)
+    from ..support import first_fixes
+
+    rep = time_to_support(reg, discovered_only=discovered_only, key=key, fixes=first_fixes(fixes), new_in=new_in)
     out = Console()
     rows = Table(title="time to support (full_graph + numerics passing)", title_justify="left")
-    for col in ("architecture", "device/mode", "first seen", "supported at", "time to support", "latest verdict"):
+    for col in ("architecture", "device/mode", "first seen", "source", "supported at", "time to support",
+                "time to fix", "latest verdict"):
         rows.add_column(col)
     for r in rep.rows:
         took = human_duration(r.seconds) if r.seconds is not None else f"open {human_duration(r.open_seconds)}"
-        rows.add_row(r.model_type, r.key or "not run", r.first_seen[:16], (r.supported_at or "-")[:16], took,
-                     r.verdict or "-")
+        rows.add_row(r.model_type, r.key or "not run", r.first_seen[:16], r.first_seen_source or "-",
+                     (r.supported_at or "-")[:16], took, human_duration(r.fix_seconds), r.verdict or "-")
     out.print(rows)
     summary = Table(title="median per device/mode", title_justify="left")
     for col in ("device/mode", "supported", "median time to support"):

@@ -37,6 +37,16 @@ def register(app: typer.Typer) -> None:
                                            "call, plus decode for generative heads in the dynamo pass"),
         durations_from: Optional[Path] = typer.Option(
             None, help="a previous results.jsonl (or sweep directory): run the longest items first"),
+        reuse: Optional[Path] = typer.Option(None, help="incremental: reuse results of this earlier sweep directory whose "
+                                                        "cache key (torch, transformers, model code, spec) matches; "
+                                                        "decisions and reasons go to OUT/incremental.json"),
+        strict_versions: bool = typer.Option(False, help="with --reuse: re-run on any transformers version change, "
+                                                         "even when the model's code is unchanged"),
+        new_types_first: bool = typer.Option(False, help="day 0: register the installed transformers' model types the "
+                                                         "registry lacks, and run the release's new types first"),
+        only_new_types: bool = typer.Option(False, help="day 0: as --new-types-first, and run only those types"),
+        release_date: str = typer.Option("auto", help="with --new-types-first: the release's date (ISO), 'auto' (ask "
+                                                      "PyPI) or 'none' (first_seen = when the bot first saw them)"),
     ) -> None:
         """Run every architecture (or a shard of them); resumable: finished models are not redone."""
         from ..registry import Registry
@@ -58,6 +68,18 @@ def register(app: typer.Typer) -> None:
                 err.print(f"[red]error:[/red] {models_file} lists no model types (one per line; # starts a comment)")
                 raise typer.Exit(2)
             wanted += listed
+        if reuse is not None and not reuse.is_dir():
+            err.print(f"[red]error:[/red] --reuse {reuse}: not a directory (give an earlier sweep's --out)")
+            raise typer.Exit(2)
+        new_types: set[str] = set()
+        tf_version = ""
+        if new_types_first or only_new_types:
+            new_types, tf_version = _register_day0(reg, release_date, err)
+            if only_new_types:
+                if not new_types:
+                    err.print(f"no model types new in transformers {tf_version}: nothing to run")
+                    raise typer.Exit(0)
+                wanted = sorted(new_types & set(wanted)) if wanted else sorted(new_types)
         unknown = [m for m in wanted if m not in reg]
         if unknown:
             err.print(f"[red]error:[/red] not in the registry: {', '.join(unknown)} (run `enablebot registry seed`)")
@@ -79,6 +101,10 @@ def register(app: typer.Typer) -> None:
             if not durations:
                 err.print(f"[yellow]warning:[/yellow] {durations_from} holds no {pass_}-pass {device} results: "
                           "the plan's order is kept")
+        if new_types:
+            from ..day0 import first
+
+            items = first(items, new_types)
         err.print(f"{len(items)} items ({pass_} pass, {device}){f', shard {shard}' if shard else ''} -> {out}")
         with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                       TimeElapsedColumn(), TimeRemainingColumn(), TextColumn("{task.fields[last]}"),
@@ -89,10 +115,18 @@ def register(app: typer.Typer) -> None:
                 progress.update(bar, advance=1, last=f"{r.spec.model_id}/{r.spec.task}/{r.spec.mode}/{r.spec.scenario}: {r.verdict}")
 
             stats = run_sweep(items, opts, out, jobs=jobs, on_result=on_result, max_minutes=max_minutes,
-                              durations=durations)
+                              durations=durations, reuse_from=reuse, strict_versions=strict_versions)
             progress.update(bar, completed=len(items))
+        if reuse is not None:
+            import json
+
+            from ..incremental import DECISIONS_FILE
+
+            inc = json.loads((out / DECISIONS_FILE).read_text(encoding="utf-8"))
+            err.print(f"incremental: reused {stats.reused}, re-ran {stats.ran}; "
+                      + "; ".join(f"{k} x{v}" for k, v in inc["reasons"].items()))
         rate = stats.ran / (stats.wall_s / 60) if stats.wall_s else 0.0
-        err.print(f"ran {stats.ran} (skipped {stats.skipped_done} already done) in {stats.wall_s:.0f} s "
+        err.print(f"ran {stats.ran} (skipped {stats.skipped_done} already done, reused {stats.reused}) in {stats.wall_s:.0f} s "
                   f"= {rate:.1f} models/min; {stats.verdicts}"
                   + (f"; {stats.not_started} not started (time budget): rerun to resume" if stats.not_started else ""))
         if report:
@@ -100,6 +134,8 @@ def register(app: typer.Typer) -> None:
 
             paths = write_reports(out, _modalities(reg))
             err.print("reports: " + ", ".join(str(p) for p in paths))
+        if new_types:
+            _write_day0(reg, out, tf_version, err)
 
     from .report import report_app
 
@@ -148,3 +184,44 @@ def register(app: typer.Typer) -> None:
 
 def _modalities(reg) -> dict[str, str]:
     return {mt: e.modality for mt, e in reg.entries.items() if e.modality}
+
+
+def _register_day0(reg, release_date: str, err: Console) -> tuple[set[str], str]:
+    """Register the installed transformers' types the registry lacks; the release's new types."""
+    from importlib.metadata import version
+
+    from ..catalog import known_architectures
+    from ..day0 import _iso, missing_types, new_in_release, pypi_release_date, register_new_types
+
+    tf_version = version("transformers")
+    if missing_types(reg, known_architectures()):
+        if release_date == "auto":
+            date = pypi_release_date("transformers", tf_version)
+        elif release_date == "none":
+            date = None
+        else:
+            try:
+                date = _iso(release_date if "T" in release_date else release_date + "T00:00:00+00:00")
+            except ValueError:
+                raise typer.BadParameter(f"{release_date!r}: give an ISO date (2026-11-30), 'auto' or 'none'",
+                                         param_hint="--release-date")
+        added = register_new_types(reg, transformers_version=tf_version, release_date=date)
+        reg.save()
+        err.print(f"day 0: registered {len(added)} model types new in transformers {tf_version} "
+                  f"(first_seen from {'the release date ' + date if date else 'now: release date unknown'}): "
+                  + ", ".join(a.model_type for a in added))
+    return set(new_in_release(reg, tf_version)), tf_version
+
+
+def _write_day0(reg, out: Path, tf_version: str, err: Console) -> None:
+    import json
+
+    from ..checkpoint import RESULTS_FILE, load_results
+    from ..day0 import day0_report
+    from ..registry import atomic_write_text
+
+    rep = day0_report(reg, load_results(out / RESULTS_FILE).values(), tf_version)
+    atomic_write_text(out / "new_types.md", rep.markdown())
+    atomic_write_text(out / "new_types.json", json.dumps(rep.to_dict(), indent=1) + "\n")
+    err.print(f"new in transformers {tf_version}: {rep.built_and_ran}/{rep.items} items built and ran -> "
+              f"{out / 'new_types.md'}")
