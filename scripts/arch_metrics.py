@@ -35,7 +35,7 @@ FLAT = {
     "scenarios": "measure", "towers": "measure", "render": "measure",
     "isolation": "execute", "preload": "execute", "schedule": "sweep", "worker": "execute", "pool": "execute", "sandbox": "execute", "child": "execute",
     "sweep": "sweep", "checkpoint": "sweep", "triage": "sweep", "reports": "sweep", "baseline": "sweep",
-    "coverage": "sweep", "compare": "sweep", "incremental": "sweep",
+    "coverage": "sweep", "day0": "sweep", "compare": "sweep", "incremental": "sweep",
     "hub": "model", "tensors": "measure", "watch": "watch", "support": "watch",
     "pr": "pr", "pr_body": "pr", "dashboard": "pr", "github_client": "pr", "pr_fetch": "pr",
     "nightly": "commands", "cli": "cli",
