@@ -264,6 +264,8 @@ def _explain(spec: RunSpec, result: RunResult, model: Any, run_inputs: dict[str,
 
 def _explain_untimed(spec: RunSpec, result: RunResult, model: Any, run_inputs: dict[str, Any], torch: Any) -> bool:
     torch._dynamo.reset()
+    frames = torch._dynamo.utils.counters["frames"]
+    frames.clear()
     try:
         # Breaks happen while Dynamo traces the forward; the backward is AOT-traced whole.
         with torch.no_grad() if spec.mode == "eval" else contextlib.nullcontext():
@@ -273,6 +275,8 @@ def _explain_untimed(spec: RunSpec, result: RunResult, model: Any, run_inputs: d
         return False
     result.graph_breaks = graph_breaks.from_explain(ex)
     result.explain_graphs, result.explain_breaks = ex.graph_count, ex.graph_break_count
+    result.frames_skipped = max(int(frames.get("total", 0)) - int(frames.get("ok", 0)), 0)
+    result.ops_captured = sum(len(ops) for ops in getattr(ex, "ops_per_graph", None) or [])
     return True
 
 

@@ -29,6 +29,7 @@ from typing import Any, Callable
 from ..registry import atomic_write_text
 from ..results import Numerics, RunResult, RunSpec, Serializable, Timing
 from .bundle import ClusterRef, FixBundle, Snapshot, read_patch
+from . import gates
 from .clusters import clusters_of, count_in, key_of
 
 Runner = Callable[[RunSpec], RunResult]
@@ -49,6 +50,8 @@ class SampleCheck(Serializable):
     before: Snapshot = field(default_factory=Snapshot)
     after: Snapshot = field(default_factory=Snapshot)
     detail: str = ""
+    before_timing: Timing | None = None  # timed when the reproduction is (samples_speed)
+    after_timing: Timing | None = None
 
 
 @dataclass
@@ -254,10 +257,12 @@ def verify_candidate(baseline: RunResult, ref: ClusterRef, *, overlay_dir: str |
     work = opts.work_dir or Path(tempfile.mkdtemp(prefix="enablebot-verify-"))
     spec = RunSpec.from_dict({**baseline.spec.to_dict(), "overlay_dir": None})
     installed: dict[str, str] = {}
+    diff = ""
     if overlay_dir:
         from .overlay import load_overlay
 
-        installed = _hashes([f.installed for f in load_overlay(overlay_dir).files])
+        overlay = load_overlay(overlay_dir)
+        installed, diff = _hashes([f.installed for f in overlay.files]), overlay.canonical_diff
 
     v = Verification(passed=False, model_id=spec.model_id, cluster=ref, spec=spec,
                      kind="patch" if overlay_dir else "recipe", dynamo_config=dict(settings or {}), files=files,
@@ -270,6 +275,10 @@ def verify_candidate(baseline: RunResult, ref: ClusterRef, *, overlay_dir: str |
     checks.append(Check("runs", after.ok, f"verdict {after.verdict}" + (f": {after.error.message[:600]}" if after.error else "")))
     if after.ok:
         checks.extend(_break_checks(v, baseline, after, ref))
+        # Anti-gaming: what was captured, not only how many breaks are left (enablebot.fix.gates).
+        checks.extend(Check(g.name, g.passed, g.detail) for g in gates.evaluate(baseline, after))
+        if diff:
+            checks.extend(Check(g.name, g.passed, g.detail) for g in (gates.escape_hatches(diff), gates.import_effects(diff)))
         n = after.numerics
         checks.append(Check("numerics", bool(n and n.passed),
                             f"{n.method}: {n.message}" if n else "no numerics result"))
@@ -293,6 +302,10 @@ def verify_candidate(baseline: RunResult, ref: ClusterRef, *, overlay_dir: str |
         if v.samples:
             bad = [s for s in v.samples if not s.passed]
             checks.append(Check("samples", not bad, "; ".join(f"{s.model_id}: {s.detail}" for s in v.samples)))
+            if spec.timing:
+                g = gates.samples_speed([(s.model_id, s.before_timing, s.after_timing) for s in v.samples],
+                                        opts.speed_threshold)
+                checks.append(Check(g.name, g.passed, g.detail))
     if installed:
         same = _hashes(list(installed)) == installed
         checks.append(Check("installed_unchanged", same, "site-packages files unchanged" if same
@@ -313,8 +326,7 @@ def _first_reason(result: RunResult, ref: ClusterRef) -> str:
 
 def _sample(model_id: str, spec: RunSpec, overlay_dir: str | None, settings: dict[str, Any] | None, run: Runner,
             baselines: dict[str, RunResult] | None) -> SampleCheck:
-    base_spec = RunSpec.from_dict({**spec.to_dict(), "model_id": model_id, "timing": False, "task": None,
-                                   "overlay_dir": None})
+    base_spec = RunSpec.from_dict({**spec.to_dict(), "model_id": model_id, "task": None, "overlay_dir": None})
     cache = baselines if baselines is not None else {}
     if model_id not in cache:
         cache[model_id] = run(base_spec)
@@ -334,7 +346,8 @@ def _sample(model_id: str, spec: RunSpec, overlay_dir: str | None, settings: dic
     if sb.numerics_passed and sa.numerics_passed is False:
         problems.append("numerics now fail")
     detail = "; ".join(problems) or f"ok ({sb.verdict} -> {sa.verdict}, breaks {sb.graph_breaks} -> {sa.graph_breaks})"
-    return SampleCheck(model_id=model_id, passed=not problems, before=sb, after=sa, detail=detail)
+    return SampleCheck(model_id=model_id, passed=not problems, before=sb, after=sa, detail=detail,
+                       before_timing=before.timing, after_timing=after.timing)
 
 
 def verify_bundle(bundle_dir: str | Path, *, device: str = "cpu", speed_threshold: float = 0.95,
