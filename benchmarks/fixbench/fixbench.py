@@ -280,6 +280,8 @@ def main(argv: list[str] | None = None, *, runner: Runner | None = None,
     ap.add_argument("--llm-model", default=None, help="run the agent over the real cases (needs OPENAI_BASE_URL)")
     ap.add_argument("--attempts", type=int, default=3)
     ap.add_argument("--no-verify-cases", action="store_true", help="only the agent part")
+    ap.add_argument("--from-jsonl", type=Path, nargs="*", default=None,
+                    help="rebuild the table and results.json from cases.jsonl files of earlier runs (no re-verification)")
     a = ap.parse_args(argv)
     try:
         defaults, cases = load_cases(a.cases)
@@ -299,7 +301,16 @@ def main(argv: list[str] | None = None, *, runner: Runner | None = None,
     repro = Reproductions(runner or default_runner, work)
     results: list[CaseResult] = []
     log = a.out / "cases.jsonl"
-    if not a.no_verify_cases:
+    if a.from_jsonl:
+        known = {c.id for c in cases}
+        for path in a.from_jsonl:
+            for line in path.read_text(encoding="utf-8").splitlines():
+                r = CaseResult(**json.loads(line))
+                if r.id in known:
+                    results = [x for x in results if x.id != r.id] + [r]
+        order = {c.id: i for i, c in enumerate(cases)}
+        results.sort(key=lambda r: order[r.id])
+    elif not a.no_verify_cases:
         log.write_text("", encoding="utf-8")
         for i, case in enumerate(cases, 1):
             say(f"[{i}/{len(cases)}] {case.id} ({case.group}, {case.model} {case.cluster})")
