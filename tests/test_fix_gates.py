@@ -165,3 +165,36 @@ def test_added_lines_per_file():
     d = _diff("a = 1") + _diff("b = 2", path="torch/_dynamo/config.py")
     assert gates.added_lines(d) == {SW: ["a = 1"], "torch/_dynamo/config.py": ["b = 2"]}
 
+
+
+ORIGINAL = '''
+class MLP(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.cache = None
+
+    def forward(self, x):
+        y = self.fc(x)
+        return y
+'''
+
+
+@pytest.mark.parametrize("patched_forward", [
+    "    def forward(self, x):\n        if self.cache is not None:\n            return self.cache\n        y = self.fc(x)\n        self.cache = y.detach()\n        return y\n",
+    "    def forward(self, x):\n        y = self.fc(x)\n        setattr(self, 'last', y)\n        return y\n",
+    "    def forward(self, x):\n        global SEEN\n        SEEN = x.shape\n        return self.fc(x)\n",
+    "    def forward(self, x):\n        self.calls += 1\n        return self.fc(x)\n",
+])
+def test_state_writes_while_running_are_flagged(patched_forward):
+    patched = ORIGINAL.split("    def forward")[0] + patched_forward
+    g = gates.state_writes([(SW, ORIGINAL, patched)])
+    assert not g.passed and "forward() writes" in g.detail
+
+
+def test_state_writes_allows_initialisers_unchanged_code_and_torch_files():
+    patched = ORIGINAL.replace("        self.cache = None\n", "        self.cache = None\n        self.extra = 1\n")
+    assert gates.state_writes([(SW, ORIGINAL, patched)]).passed
+    assert gates.state_writes([(SW, ORIGINAL, ORIGINAL)]).passed
+    dyn = ORIGINAL.replace("        return y\n", "        self.seen = y\n        return y\n")
+    assert gates.state_writes([("torch/_dynamo/variables/misc.py", ORIGINAL, dyn)]).passed
+    assert not gates.state_writes([(SW, ORIGINAL, dyn)]).passed

@@ -11,6 +11,7 @@ own `check_graph_breaks.py` gates on calls captured and fallbacks to eager as we
                      Dynamo config writes, set_stance);
   import_effects     a patched module does no work at import time (top-level statements other
                      than definitions, imports and constant assignments);
+  state_writes       patched model code stores no new state while running (cached outputs);
   samples_speed      architectures sharing the patched file are not slower (when timed);
   per_step           for multi-step scenarios (decode): every step keeps its graphs, gains no
                      break and keeps its numerics.
@@ -156,6 +157,48 @@ def _effects(path: str, block: list[str]) -> list[str]:
             return []
         return [f"{path}: {first.strip()[:100]}"]
     return [f"{path}: {ast.get_source_segment(text, s) or ''}"[:140] for s in tree.body if not _harmless_top_level(s)]
+
+
+_INIT_LIKE = re.compile(r"^(__init__|__post_init__|__setstate__|_init_\w*|init_\w*|reset_\w*|post_init|setup\w*)$")
+
+
+def _state_writes(text: str) -> set[tuple[str, str]]:
+    """(function, target) of writes to module state outside initialisers: `self.x = ...`,
+    `setattr(self, ...)`, `global x`."""
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return set()
+    out: set[tuple[str, str]] = set()
+    for fn in ast.walk(tree):
+        if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) or _INIT_LIKE.match(fn.name):
+            continue
+        for node in ast.walk(fn):
+            targets = node.targets if isinstance(node, ast.Assign) else \
+                [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else []
+            for t in targets:
+                if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self":
+                    out.add((fn.name, f"self.{t.attr}"))
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "setattr" \
+                    and node.args and isinstance(node.args[0], ast.Name) and node.args[0].id == "self":
+                out.add((fn.name, "setattr(self, ...)"))
+            if isinstance(node, ast.Global):
+                out.update((fn.name, f"global {n}") for n in node.names)
+    return out
+
+
+def state_writes(files: Sequence[tuple[str, str, str]]) -> Gate:
+    """Model code (`src/transformers/...`) that newly stores state while running (outside
+    initialisers): the way outputs get cached and replayed, or a decision is made once for the
+    inputs first seen. `files`: (upstream path, original text, patched text). Torch files are
+    not judged: Dynamo's own methods keep state by design."""
+    found = []
+    for path, original, patched in files:
+        if not path.startswith("src/"):
+            continue
+        new = sorted(_state_writes(patched) - _state_writes(original))
+        found.extend(f"{path.rsplit('/', 1)[-1]}: {fn}() writes {target}" for fn, target in new)
+    return Gate("state_writes", not found, "; ".join(found[:3]) or "no new state written while running")
 
 
 # --- other architectures, multi-step scenarios ----------------------------------------------

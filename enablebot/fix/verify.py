@@ -14,7 +14,7 @@ config settings. It is verified when, all in child processes:
                 numerics failure, no worse verdict;
   installed     the installed files the overlay shadows are byte-for-byte unchanged;
   gates         anti-gaming (enablebot.fix.gates): ops_captured, graphs_nonzero, frames_skipped,
-                escape_hatches, import_effects, and samples_speed when the reproduction is timed.
+                escape_hatches, import_effects, state_writes, and samples_speed when the reproduction is timed.
 """
 
 from __future__ import annotations
@@ -280,7 +280,10 @@ def verify_candidate(baseline: RunResult, ref: ClusterRef, *, overlay_dir: str |
         # Anti-gaming: what was captured, not only how many breaks are left (enablebot.fix.gates).
         checks.extend(Check(g.name, g.passed, g.detail) for g in gates.evaluate(baseline, after))
         if diff:
-            checks.extend(Check(g.name, g.passed, g.detail) for g in (gates.escape_hatches(diff), gates.import_effects(diff)))
+            texts = [(f.upstream, Path(f.installed).read_text(encoding="utf-8"),
+                      (Path(overlay_dir) / f.copy).read_text(encoding="utf-8")) for f in overlay.files]
+            checks.extend(Check(g.name, g.passed, g.detail) for g in (gates.escape_hatches(diff), gates.import_effects(diff),
+                                                                      gates.state_writes(texts)))
         n = after.numerics
         checks.append(Check("numerics", bool(n and n.passed),
                             f"{n.method}: {n.message}" if n else "no numerics result"))
