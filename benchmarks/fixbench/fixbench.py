@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import hashlib
 import json
 import os
 import shutil
@@ -111,9 +112,17 @@ class Reproductions:
         self.baselines: dict[str, RunResult] = {}
 
     def get(self, spec: RunSpec) -> RunResult:
+        """The unpatched run of `spec`, kept on disk under the work dir: a later (or restarted)
+        benchmark run with the same --work reuses it."""
         key = json.dumps(spec.to_dict(), sort_keys=True)
         if key not in self.results:
-            self.results[key] = self.run(spec)
+            path = self.work / f"repro-{hashlib.sha256(key.encode()).hexdigest()[:16]}.json"
+            if path.is_file():
+                self.results[key] = RunResult.from_dict(json.loads(path.read_text(encoding="utf-8")))
+            else:
+                self.results[key] = self.run(spec)
+                if self.results[key].ok:
+                    path.write_text(json.dumps(self.results[key].to_dict()), encoding="utf-8")
         return self.results[key]
 
     def work_dir(self, spec: RunSpec) -> Path:
@@ -279,6 +288,8 @@ def main(argv: list[str] | None = None, *, runner: Runner | None = None,
     ap.add_argument("--out", type=Path, default=Path("results/fixbench"))
     ap.add_argument("--llm-model", default=None, help="run the agent over the real cases (needs OPENAI_BASE_URL)")
     ap.add_argument("--attempts", type=int, default=3)
+    ap.add_argument("--work", type=Path, default=None,
+                    help="keep reproductions and held-out reference dumps here (reused by later runs)")
     ap.add_argument("--no-verify-cases", action="store_true", help="only the agent part")
     ap.add_argument("--from-jsonl", type=Path, nargs="*", default=None,
                     help="rebuild the table and results.json from cases.jsonl files of earlier runs (no re-verification)")
@@ -297,7 +308,8 @@ def main(argv: list[str] | None = None, *, runner: Runner | None = None,
     if a.group:
         cases = [c for c in cases if c.group == a.group]
     a.out.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix="fixbench-"))
+    work = a.work or Path(tempfile.mkdtemp(prefix="fixbench-"))
+    work.mkdir(parents=True, exist_ok=True)
     repro = Reproductions(runner or default_runner, work)
     results: list[CaseResult] = []
     log = a.out / "cases.jsonl"
@@ -343,7 +355,8 @@ def main(argv: list[str] | None = None, *, runner: Runner | None = None,
     if results or agent is not None:
         (a.out / "results.json").write_text(json.dumps(payload, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     print(table(results, agent, summ))
-    shutil.rmtree(work, ignore_errors=True)
+    if not a.work:
+        shutil.rmtree(work, ignore_errors=True)
     return 0
 
 

@@ -201,6 +201,11 @@ def state_writes(files: Sequence[tuple[str, str, str]]) -> Gate:
     return Gate("state_writes", not found, "; ".join(found[:3]) or "no new state written while running")
 
 
+def static(diff: str, files: Sequence[tuple[str, str, str]]) -> list[Gate]:
+    """The gates that need no run: over the diff and the (upstream, original, patched) texts."""
+    return [escape_hatches(diff), import_effects(diff), state_writes(files)]
+
+
 # --- other architectures, multi-step scenarios ----------------------------------------------
 
 def speed_ratio(before: Timing | None, after: Timing | None) -> float | None:

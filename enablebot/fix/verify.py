@@ -102,6 +102,9 @@ class VerifyOptions:
     heldout: bool = True
     speed_retries: int = 2
     work_dir: Path | None = None  # reference dumps, logs; a temp dir when None
+    # Stop at the first failing stage (the diff's static gates, then the candidate's own run)
+    # instead of paying for held-out, speed and sample runs of a candidate already rejected.
+    fail_fast: bool = True
 
 
 def snapshot(result: RunResult, ref: ClusterRef | None = None) -> Snapshot:
@@ -270,23 +273,26 @@ def verify_candidate(baseline: RunResult, ref: ClusterRef, *, overlay_dir: str |
                      kind="patch" if overlay_dir else "recipe", dynamo_config=dict(settings or {}), files=files,
                      before=snapshot(baseline, ref),
                      started_at=_dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat())
+    checks = v.checks
+    if diff:
+        texts = [(f.upstream, Path(f.installed).read_text(encoding="utf-8"),
+                  (Path(overlay_dir) / f.copy).read_text(encoding="utf-8")) for f in overlay.files]
+        checks.extend(Check(g.name, g.passed, g.detail) for g in gates.static(diff, texts))
+        if opts.fail_fast and not all(c.passed for c in checks):
+            v.duration_s = round(time.time() - started, 3)
+            return v
     after = run(with_candidate(spec, overlay_dir, settings))
     v.after = snapshot(after, ref)
-    checks = v.checks
 
     checks.append(Check("runs", after.ok, f"verdict {after.verdict}" + (f": {after.error.message[:600]}" if after.error else "")))
     if after.ok:
         checks.extend(_break_checks(v, baseline, after, ref))
         # Anti-gaming: what was captured, not only how many breaks are left (enablebot.fix.gates).
         checks.extend(Check(g.name, g.passed, g.detail) for g in gates.evaluate(baseline, after))
-        if diff:
-            texts = [(f.upstream, Path(f.installed).read_text(encoding="utf-8"),
-                      (Path(overlay_dir) / f.copy).read_text(encoding="utf-8")) for f in overlay.files]
-            checks.extend(Check(g.name, g.passed, g.detail) for g in (gates.escape_hatches(diff), gates.import_effects(diff),
-                                                                      gates.state_writes(texts)))
         n = after.numerics
         checks.append(Check("numerics", bool(n and n.passed),
                             f"{n.method}: {n.message}" if n else "no numerics result"))
+    if after.ok and not (opts.fail_fast and not all(c.passed for c in checks)):
         if opts.heldout:
             from .reference import reference_numerics
 
@@ -298,10 +304,12 @@ def verify_candidate(baseline: RunResult, ref: ClusterRef, *, overlay_dir: str |
             checks.append(Check("heldout_numerics", h.passed,
                                 f"on held-out inputs (another seed and shape) against the unpatched fp64 model: "
                                 f"{h.method} {h.message or ''}".strip()))
-        if spec.timing:
+        if spec.timing and not (opts.fail_fast and not all(c.passed for c in checks)):
             checks.append(_speed_check(v, baseline, after, overlay_dir, settings, opts, run))
         samples = opts.sample_models if opts.sample_models is not None else \
             sample_models_for(files, after.model_type, opts.max_samples) if overlay_dir else []
+        if opts.fail_fast and not all(c.passed for c in checks):
+            samples = []
         for mid in samples:
             v.samples.append(_sample(mid, spec, overlay_dir, settings, run, baselines))
         if v.samples:
