@@ -198,3 +198,27 @@ def test_state_writes_allows_initialisers_unchanged_code_and_torch_files():
     dyn = ORIGINAL.replace("        return y\n", "        self.seen = y\n        return y\n")
     assert gates.state_writes([("torch/_dynamo/variables/misc.py", ORIGINAL, dyn)]).passed
     assert not gates.state_writes([(SW, ORIGINAL, dyn)]).passed
+
+
+def test_verify_fails_fast_on_a_static_gate_without_running_anything(tmp_path):
+    """A candidate the diff alone condemns is rejected before any (minutes-long) child run."""
+    from pathlib import Path
+
+    from enablebot.fix.bundle import ClusterRef
+    from enablebot.fix.overlay import build_overlay
+    from enablebot.fix.verify import VerifyOptions, verify_candidate
+
+    diff = (Path(__file__).parent.parent / "benchmarks" / "fixbench" / "patches"
+            / "hack_disable_breaking_function.diff").read_text()
+    build_overlay(diff, tmp_path / "ov")
+    baseline = RunResult(spec=RunSpec(model_id="switch_transformers", backend="eager"), verdict="graph_break",
+                         stats=CompileStats(graphs=20, graph_breaks=22))
+
+    def runner(spec):
+        raise AssertionError(f"a child run was started for {spec.model_id}")
+
+    v = verify_candidate(baseline, ClusterRef(gb_type="Dynamic shape operator", registry_id="GB0036"),
+                         overlay_dir=str(tmp_path / "ov"), files=[SW], runner=runner,
+                         options=VerifyOptions(work_dir=tmp_path / "w"))
+    assert not v.passed and [c.name for c in v.failed_checks()] == ["escape_hatches"]
+    assert "torch.compiler.disable" in v.feedback()
