@@ -288,6 +288,8 @@ def main(argv: list[str] | None = None, *, runner: Runner | None = None,
     ap.add_argument("--out", type=Path, default=Path("results/fixbench"))
     ap.add_argument("--llm-model", default=None, help="run the agent over the real cases (needs OPENAI_BASE_URL)")
     ap.add_argument("--attempts", type=int, default=3)
+    ap.add_argument("--no-fail-fast", action="store_true",
+                    help="run every check of every case (shows which behavioural checks back up a static gate)")
     ap.add_argument("--work", type=Path, default=None,
                     help="keep reproductions and held-out reference dumps here (reused by later runs)")
     ap.add_argument("--no-verify-cases", action="store_true", help="only the agent part")
@@ -299,6 +301,8 @@ def main(argv: list[str] | None = None, *, runner: Runner | None = None,
     except (OSError, CaseError, yaml.YAMLError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    if a.no_fail_fast:
+        defaults = {**defaults, "verify": {**(defaults.get("verify") or {}), "fail_fast": False}}
     if a.only:
         unknown = set(a.only) - {c.id for c in cases}
         if unknown:
