@@ -222,3 +222,32 @@ def test_verify_fails_fast_on_a_static_gate_without_running_anything(tmp_path):
                          options=VerifyOptions(work_dir=tmp_path / "w"))
     assert not v.passed and [c.name for c in v.failed_checks()] == ["escape_hatches"]
     assert "torch.compiler.disable" in v.feedback()
+
+
+def test_a_break_uncovered_behind_the_fixed_one_is_allowed_a_moved_break_is_not():
+    """nemotron_asr_streaming: removing the logger break lets Dynamo reach an LSTM further on
+    (graphs 4 -> 2, breaks 8 -> 2, a new GB0014 cluster): uncovered, allowed. hubert: the
+    requires_grad break turns into GB8985 with as many graphs: moved, rejected."""
+    from enablebot.fix.bundle import ClusterRef, Snapshot
+    from enablebot.fix.verify import Verification, _break_checks
+    from enablebot.results import GraphBreak, UserFrame
+
+    def gb(rid, fn="forward"):
+        return GraphBreak(gb_type=rid, registry_id=rid, user_frame=UserFrame(filename="modeling_x.py", lineno=1, function=fn))
+
+    ref = ClusterRef(gb_type="GB0291", registry_id="GB0291", filename="modeling_x.py", function="f")
+
+    def checks(before, after, graphs, breaks):
+        b = RunResult(spec=RunSpec(model_id="x"), verdict="graph_break", graph_breaks=before)
+        a = RunResult(spec=RunSpec(model_id="x"), verdict="graph_break", graph_breaks=after)
+        v = Verification(passed=False, model_id="x", cluster=ref, spec=RunSpec(model_id="x"),
+                         before=Snapshot(graphs=graphs[0], graph_breaks=breaks[0]),
+                         after=Snapshot(graphs=graphs[1], graph_breaks=breaks[1]))
+        return {c.name: c for c in _break_checks(v, b, a, ref)}
+
+    ok = checks([gb("GB0291", "f"), gb("GB0033")], [gb("GB0033"), gb("GB0014")], (4, 2), (8, 2))
+    assert ok["cluster_gone"].passed and ok["no_new_breaks"].passed and "allowed" in ok["no_new_breaks"].detail
+    moved = checks([gb("GB0291", "f")], [gb("GB8985")], (7, 7), (7, 8))
+    assert not moved["no_new_breaks"].passed
+    swapped = checks([gb("GB0291", "f")], [gb("GB8985")], (3, 3), (2, 1))  # fewer breaks, same graphs
+    assert not swapped["no_new_breaks"].passed
