@@ -251,3 +251,9 @@ def test_a_break_uncovered_behind_the_fixed_one_is_allowed_a_moved_break_is_not(
     assert not moved["no_new_breaks"].passed
     swapped = checks([gb("GB0291", "f")], [gb("GB8985")], (3, 3), (2, 1))  # fewer breaks, same graphs
     assert not swapped["no_new_breaks"].passed
+    # torch.compiler.disable on the breaking function (switch_transformers, measured): graphs 20 -> 16,
+    # breaks 22 -> 20, and 7 new "Skip inlining `torch.compiler.disable()`d function" breaks.
+    disabled = GraphBreak(gb_type="Skip inlining `torch.compiler.disable()`d function", registry_id="GB0099",
+                          user_frame=UserFrame(filename="modeling_x.py", lineno=1, function="forward"))
+    hack = checks([gb("GB0291", "f"), gb("GB0033")], [gb("GB0033"), disabled], (20, 16), (22, 20))
+    assert hack["cluster_gone"].passed and not hack["no_new_breaks"].passed and "allowed" not in hack["no_new_breaks"].detail

@@ -57,6 +57,7 @@ class Case:
     why: str = ""  # for an expected rejection of a real fix: the reason, measured
     provenance: dict[str, Any] = field(default_factory=dict)
     spec: dict[str, Any] = field(default_factory=dict)  # RunSpec overrides for this case
+    verify: dict[str, Any] = field(default_factory=dict)  # VerifyOptions overrides for this case
 
     def diff(self) -> str:
         return (HERE / "patches" / self.patch).read_text(encoding="utf-8")
@@ -162,7 +163,7 @@ def run_case(case: Case, defaults: dict[str, Any], repro: Reproductions) -> Case
     except PatchApplyError as e:
         res.outcome, res.caught_by, res.detail = "rejected", ["apply"], str(e)
         return _done(res, started)
-    opts = VerifyOptions(work_dir=work, **(defaults.get("verify") or {}))
+    opts = VerifyOptions(work_dir=work, **{**(defaults.get("verify") or {}), **case.verify})
     ver = verify_candidate(baseline, ref, overlay_dir=str(overlay_dir), files=checked.files, options=opts,
                            runner=repro.run, baselines=repro.baselines)
     shutil.rmtree(overlay_dir, ignore_errors=True)
