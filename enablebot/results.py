@@ -227,6 +227,8 @@ class RunResult(Serializable):
     graph_breaks: list[GraphBreak] = field(default_factory=list)
     explain_graphs: int | None = None
     explain_breaks: int | None = None
+    frames_skipped: int | None = None  # frames Dynamo gave up on during explain (ran eagerly); None: not measured
+    ops_captured: int | None = None  # ops summed over explain's graphs (calls captured); None: not measured
     fullgraph_ok: bool | None = None
     fullgraph_error: GraphBreak | None = None
     explain_fullgraph_disagree: bool = False

@@ -233,6 +233,9 @@ def _trace(run: Run) -> None:
     result.explain_graphs = sum(s.graphs for s in result.steps if not s.name.startswith("marked:"))
     result.explain_breaks = sum(s.graph_breaks for s in result.steps)
     result.stats = counter_stats(counters, recompiles.count, ops=explainer.op_count)
+    # What the fix gates compare before/after a patch (a patch that stops capture must show here).
+    result.ops_captured = sum(s.ops for s in result.steps if not s.name.startswith("marked:"))
+    result.frames_skipped = result.stats.fallbacks_to_eager
     run.found_break = result.explain_breaks > 0
     if spec.pass_name == "inductor" and run.plan.steps:
         # Steady state: a second call of every step (guards hold, no recompiles expected).

@@ -1,0 +1,259 @@
+"""The anti-gaming gates (enablebot.fix.gates): pure inputs, plus the runner's explain stage on
+small real modules under real torch.compile machinery (in process, seconds)."""
+
+import pytest
+import torch
+
+from enablebot import runner
+from enablebot.fix import gates
+from enablebot.results import CompileStats, RunResult, RunSpec, Timing
+
+
+class Block(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Linear(8, 8)
+        self.b = torch.nn.Linear(8, 8)
+
+    def forward(self, x):
+        return torch.relu(self.b(torch.tanh(self.a(x)))) * 2 + x
+
+
+class Net(torch.nn.Module):
+    def __init__(self, wrap=lambda f: f):
+        super().__init__()
+        self.blocks = torch.nn.ModuleList(Block() for _ in range(4))
+        for blk in self.blocks:
+            blk.forward = wrap(blk.forward)
+
+    def forward(self, x):
+        for blk in self.blocks:
+            x = blk(x)
+        return x.sum(-1)
+
+
+def _explained(model) -> RunResult:
+    result = RunResult(spec=RunSpec(model_id="net"), verdict="")
+    assert runner._explain_untimed(RunSpec(model_id="net"), result, model, {"x": torch.randn(2, 8)}, torch)
+    result.stats = CompileStats(graphs=result.explain_graphs or 0, graph_breaks=result.explain_breaks or 0)
+    return result
+
+
+def test_runner_measures_ops_and_disabling_most_blocks_fails_the_ops_gate():
+    torch.manual_seed(0)
+    before = _explained(Net())
+    after = _explained(Net(wrap=torch.compiler.disable))
+    assert before.ops_captured and before.ops_captured >= 4 * 5
+    assert after.ops_captured < before.ops_captured / 2
+    by_name = {g.name: g for g in gates.evaluate(before, after)}
+    assert not by_name["ops_captured"].passed and "code that was compiled no longer is" in by_name["ops_captured"].detail
+    # The same model again passes every gate.
+    assert all(g.passed for g in gates.evaluate(before, _explained(Net())))
+
+
+def test_runner_counts_skipped_frames_and_the_gate_fails_on_more():
+    class Skips(torch.nn.Module):
+        def forward(self, x):
+            torch._dynamo.skip_frame()  # what a patch raising SkipFrame does: the frame runs eagerly
+            return x + 1
+
+    before = _explained(Net())
+    after = _explained(Skips())
+    assert before.frames_skipped == 0 and after.frames_skipped >= 1
+    gate = gates.frames_skipped(before.frames_skipped, after.frames_skipped)
+    assert not gate.passed and "0 ->" in gate.detail
+
+
+def test_ops_gate_pure():
+    assert gates.ops_captured(100, 85).passed
+    assert not gates.ops_captured(100, 79).passed
+    assert gates.ops_captured(100, 150).passed  # a fix that captures more
+    assert gates.ops_captured(None, 3).passed and "not measured" in gates.ops_captured(None, 3).detail
+
+
+def test_graphs_nonzero_and_frames_pure():
+    assert not gates.graphs_nonzero(5, 0).passed and "nothing is compiled" in gates.graphs_nonzero(5, 0).detail
+    assert gates.graphs_nonzero(5, 1).passed and gates.graphs_nonzero(0, 0).passed
+    assert not gates.frames_skipped(0, 2).passed and gates.frames_skipped(2, 1).passed
+
+
+SW = "src/transformers/models/switch_transformers/modeling_switch_transformers.py"
+
+
+def _diff(*added: str, path: str = SW) -> str:
+    body = "".join(f"+{ln}\n" for ln in added)
+    return f"--- a/{path}\n+++ b/{path}\n@@ -10,3 +10,{3 + len(added)} @@\n context\n{body} context\n context\n"
+
+
+@pytest.mark.parametrize("line", [
+    "    @torch.compiler.disable",
+    "    @torch._dynamo.disable(recursive=True)",
+    "    forward = torch._disable_dynamo(forward)",
+    "torch._dynamo.config.suppress_errors = True",
+    "suppress_errors = True",
+    "    torch.compiler.set_stance('force_eager')",
+    "    torch._dynamo.config.capture_scalar_outputs = True",
+    "    with torch._dynamo.config.patch(capture_scalar_outputs=True):",
+    "    trace_rules.add('transformers.models.x')",
+    "    raise SkipFrame('no')",
+])
+def test_escape_hatches_are_flagged(line):
+    gate = gates.escape_hatches(_diff(line))
+    assert not gate.passed and SW in gate.detail
+
+
+@pytest.mark.parametrize("line", [
+    "    if torch.compiler.is_compiling():",  # legitimate in transformers; judged by behaviour
+    "    # torch.compiler.disable is not needed here",
+    "    x = torch.where(mask, x, 0)",
+    "    if self.config.disable_dropout:",
+])
+def test_ordinary_code_is_not_an_escape_hatch(line):
+    assert gates.escape_hatches(_diff(line)).passed
+
+
+@pytest.mark.parametrize("lines", [
+    ["setattr(torch._dynamo.config, 'capture_scalar_outputs', True)"],
+    ["torch._dynamo.config.capture_scalar_outputs = True"],
+    ["torch.nonzero = lambda *a, **k: None"],
+    ["_ = torch.ones(3).sum()"],
+    ["if True:", "    import os", "    os.environ['X'] = '1'"],
+    ["for _m in list(sys.modules):", "    pass"],
+])
+def test_import_time_effects_are_flagged(lines):
+    gate = gates.import_effects(_diff(*lines))
+    assert not gate.passed, gate.detail
+
+
+@pytest.mark.parametrize("lines", [
+    ["import math"],
+    ["from torch import nn"],
+    ["MAX_EXPERTS = 64", "_NAMES = ('a', 'b')"],
+    ["logger = logging.get_logger(__name__)"],
+    ["def helper(x):", "    torch._dynamo.config.x = 1", "    return x"],
+    ["class Foo(nn.Module):", "    pass"],
+    ["    x = compute(y)", "    return x"],  # inside an existing function
+    ["@torch.no_grad()"],  # a decorator whose def is context
+])
+def test_definitions_and_constants_are_not_import_effects(lines):
+    gate = gates.import_effects(_diff(*lines))
+    assert gate.passed, gate.detail
+
+
+def test_samples_speed():
+    fast, slow = Timing(compiled_ms=1.0, eager_ms=2.0, speedup=2.0), Timing(compiled_ms=4.0, eager_ms=2.0, speedup=0.5)
+    g = gates.samples_speed([("gpt2", fast, slow), ("bert", fast, fast)])
+    assert not g.passed and "slower: gpt2" in g.detail
+    assert gates.samples_speed([("gpt2", fast, fast), ("bert", None, None)]).passed
+    assert gates.speed_ratio(Timing(compiled_ms=2.0), Timing(compiled_ms=1.0)) == 2.0
+
+
+def test_per_step():
+    S = gates.StepStats
+    before = [S(graphs=1, graph_breaks=0, numerics_passed=True), S(graphs=1, graph_breaks=0, numerics_passed=True)]
+    assert gates.per_step(before, [S(graphs=1, numerics_passed=True), S(graphs=1, numerics_passed=True)]).passed
+    # fixed on the prefill step, broken on a decode step
+    g = gates.per_step(before, [S(graphs=1, numerics_passed=True), S(graphs=2, graph_breaks=1, numerics_passed=True)])
+    assert not g.passed and "step 1: breaks 0 -> 1" in g.detail
+    g = gates.per_step(before, [S(graphs=1, numerics_passed=True), S(graphs=0, numerics_passed=False)])
+    assert not g.passed and "nothing compiled" in g.detail and "numerics now fail" in g.detail
+    assert not gates.per_step(before, before[:1]).passed
+    assert not gates.per_step(before, [before[0], S(graphs=1, numerics_passed=True, recompiles=3)]).passed
+
+
+def test_added_lines_per_file():
+    d = _diff("a = 1") + _diff("b = 2", path="torch/_dynamo/config.py")
+    assert gates.added_lines(d) == {SW: ["a = 1"], "torch/_dynamo/config.py": ["b = 2"]}
+
+
+
+ORIGINAL = '''
+class MLP(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.cache = None
+
+    def forward(self, x):
+        y = self.fc(x)
+        return y
+'''
+
+
+@pytest.mark.parametrize("patched_forward", [
+    "    def forward(self, x):\n        if self.cache is not None:\n            return self.cache\n        y = self.fc(x)\n        self.cache = y.detach()\n        return y\n",
+    "    def forward(self, x):\n        y = self.fc(x)\n        setattr(self, 'last', y)\n        return y\n",
+    "    def forward(self, x):\n        global SEEN\n        SEEN = x.shape\n        return self.fc(x)\n",
+    "    def forward(self, x):\n        self.calls += 1\n        return self.fc(x)\n",
+])
+def test_state_writes_while_running_are_flagged(patched_forward):
+    patched = ORIGINAL.split("    def forward")[0] + patched_forward
+    g = gates.state_writes([(SW, ORIGINAL, patched)])
+    assert not g.passed and "forward() writes" in g.detail
+
+
+def test_state_writes_allows_initialisers_unchanged_code_and_torch_files():
+    patched = ORIGINAL.replace("        self.cache = None\n", "        self.cache = None\n        self.extra = 1\n")
+    assert gates.state_writes([(SW, ORIGINAL, patched)]).passed
+    assert gates.state_writes([(SW, ORIGINAL, ORIGINAL)]).passed
+    dyn = ORIGINAL.replace("        return y\n", "        self.seen = y\n        return y\n")
+    assert gates.state_writes([("torch/_dynamo/variables/misc.py", ORIGINAL, dyn)]).passed
+    assert not gates.state_writes([(SW, ORIGINAL, dyn)]).passed
+
+
+def test_verify_fails_fast_on_a_static_gate_without_running_anything(tmp_path):
+    """A candidate the diff alone condemns is rejected before any (minutes-long) child run."""
+    from pathlib import Path
+
+    from enablebot.fix.bundle import ClusterRef
+    from enablebot.fix.overlay import build_overlay
+    from enablebot.fix.verify import VerifyOptions, verify_candidate
+
+    diff = (Path(__file__).parent.parent / "benchmarks" / "fixbench" / "patches"
+            / "hack_disable_breaking_function.diff").read_text()
+    build_overlay(diff, tmp_path / "ov")
+    baseline = RunResult(spec=RunSpec(model_id="switch_transformers", backend="eager"), verdict="graph_break",
+                         stats=CompileStats(graphs=20, graph_breaks=22))
+
+    def runner(spec):
+        raise AssertionError(f"a child run was started for {spec.model_id}")
+
+    v = verify_candidate(baseline, ClusterRef(gb_type="Dynamic shape operator", registry_id="GB0036"),
+                         overlay_dir=str(tmp_path / "ov"), files=[SW], runner=runner,
+                         options=VerifyOptions(work_dir=tmp_path / "w"))
+    assert not v.passed and [c.name for c in v.failed_checks()] == ["escape_hatches"]
+    assert "torch.compiler.disable" in v.feedback()
+
+
+def test_a_break_uncovered_behind_the_fixed_one_is_allowed_a_moved_break_is_not():
+    """nemotron_asr_streaming: removing the logger break lets Dynamo reach an LSTM further on
+    (graphs 4 -> 2, breaks 8 -> 2, a new GB0014 cluster): uncovered, allowed. hubert: the
+    requires_grad break turns into GB8985 with as many graphs: moved, rejected."""
+    from enablebot.fix.bundle import ClusterRef, Snapshot
+    from enablebot.fix.verify import Verification, _break_checks
+    from enablebot.results import GraphBreak, UserFrame
+
+    def gb(rid, fn="forward"):
+        return GraphBreak(gb_type=rid, registry_id=rid, user_frame=UserFrame(filename="modeling_x.py", lineno=1, function=fn))
+
+    ref = ClusterRef(gb_type="GB0291", registry_id="GB0291", filename="modeling_x.py", function="f")
+
+    def checks(before, after, graphs, breaks):
+        b = RunResult(spec=RunSpec(model_id="x"), verdict="graph_break", graph_breaks=before)
+        a = RunResult(spec=RunSpec(model_id="x"), verdict="graph_break", graph_breaks=after)
+        v = Verification(passed=False, model_id="x", cluster=ref, spec=RunSpec(model_id="x"),
+                         before=Snapshot(graphs=graphs[0], graph_breaks=breaks[0]),
+                         after=Snapshot(graphs=graphs[1], graph_breaks=breaks[1]))
+        return {c.name: c for c in _break_checks(v, b, a, ref)}
+
+    ok = checks([gb("GB0291", "f"), gb("GB0033")], [gb("GB0033"), gb("GB0014")], (4, 2), (8, 2))
+    assert ok["cluster_gone"].passed and ok["no_new_breaks"].passed and "allowed" in ok["no_new_breaks"].detail
+    moved = checks([gb("GB0291", "f")], [gb("GB8985")], (7, 7), (7, 8))
+    assert not moved["no_new_breaks"].passed
+    swapped = checks([gb("GB0291", "f")], [gb("GB8985")], (3, 3), (2, 1))  # fewer breaks, same graphs
+    assert not swapped["no_new_breaks"].passed
+    # torch.compiler.disable on the breaking function (switch_transformers, measured): graphs 20 -> 16,
+    # breaks 22 -> 20, and 7 new "Skip inlining `torch.compiler.disable()`d function" breaks.
+    disabled = GraphBreak(gb_type="Skip inlining `torch.compiler.disable()`d function", registry_id="GB0099",
+                          user_frame=UserFrame(filename="modeling_x.py", lineno=1, function="forward"))
+    hack = checks([gb("GB0291", "f"), gb("GB0033")], [gb("GB0033"), disabled], (20, 16), (22, 20))
+    assert hack["cluster_gone"].passed and not hack["no_new_breaks"].passed and "allowed" not in hack["no_new_breaks"].detail
