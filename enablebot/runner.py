@@ -408,6 +408,20 @@ def run_spec(spec: RunSpec, progress: Callable[[str], None] | None = None) -> Ru
     return result
 
 
+def trace_model(model: Any, inputs: dict[str, Any], spec: RunSpec | None = None) -> RunResult:
+    """The trace stage alone, on a module built elsewhere, called once with `inputs` (tests and the
+    fix gates use it on hand-made modules)."""
+    from .scenarios import ScenarioPlan, Step, fresh
+
+    spec = spec or RunSpec(model_id=type(model).__name__, pass_name="dynamo", backend="eager")
+    run = Run(spec=spec, result=RunResult(spec=spec, verdict=Verdict.CREATE_ERROR), say=lambda _msg: None,
+              model=model, call=make_call(model, spec.mode),
+              plan=ScenarioPlan("call", steps=[Step("call", fresh(inputs))]))
+    _trace(run)
+    run.result.verdict = decide(run)
+    return run.result
+
+
 def counter_stats(counters: Any, recompiles: int, *, ops: int = 0) -> CompileStats:
     """PyTorch's benchmark graph stats from torch._dynamo.utils.counters."""
     gb = counters.get("graph_break", {})

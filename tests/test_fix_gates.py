@@ -33,9 +33,8 @@ class Net(torch.nn.Module):
 
 
 def _explained(model) -> RunResult:
-    result = RunResult(spec=RunSpec(model_id="net"), verdict="")
-    assert runner._explain_untimed(RunSpec(model_id="net"), result, model, {"x": torch.randn(2, 8)}, torch)
-    result.stats = CompileStats(graphs=result.explain_graphs or 0, graph_breaks=result.explain_breaks or 0)
+    result = runner.trace_model(model, {"x": torch.randn(2, 8)})
+    assert result.verdict.ok, result.error
     return result
 
 
