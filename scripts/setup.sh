@@ -7,8 +7,17 @@ cd "$(dirname "$0")/.."
 py=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$py" -m venv .venv
 # torch first and pinned: an unpinned torch would make pip fetch a multi-GB CUDA build.
-.venv/bin/pip install -q --disable-pip-version-check torch==2.13.0
-.venv/bin/pip install -q --disable-pip-version-check -r requirements-ci.txt -e '.[dev]'
+# ENABLEBOT_TORCH / ENABLEBOT_TRANSFORMERS follow newer releases (README, "Versions"); a torch
+# newer than 2.13.0 is the CUDA build here (6 GB venv; PIP_CONFIG_FILE=/dev/null lifts the
+# machine's pip cap at 2.14.1).
+torch_version=${ENABLEBOT_TORCH:-2.13.0}
+.venv/bin/pip install -q --disable-pip-version-check "torch==$torch_version"
+.venv/bin/pip install -q --disable-pip-version-check -r requirements-ci.txt -e '.[dev]' "torch==$torch_version"
+if [ -n "${ENABLEBOT_TRANSFORMERS:-}" ]; then
+  # transformers 5.25 declares kernels>=0.19.1, which the package registry lacks; its other
+  # requirements are 5.24's, installed above. --no-deps installs it without that one.
+  .venv/bin/pip install -q --disable-pip-version-check --no-deps "transformers==$ENABLEBOT_TRANSFORMERS"
+fi
 # The browser test (tests/test_site.py) drives headless Chromium: Debian's chromium and its driver.
 if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
