@@ -22,19 +22,18 @@ from typing import Callable, Iterable, Iterator
 
 from .isolation import _failed, _tail
 from .results import ErrorInfo, RunResult, RunSpec
+from .sandbox import Limits
 
 
-def _worker_main(conn: Connection, log_path: str, overlay_dir: str | None, threads: int | None) -> None:
+def _worker_main(conn: Connection, log_path: str, limits: "Limits | None", threads: int | None) -> None:
     # Own process group: killing it also kills Inductor's compile workers.
     os.setsid()
     fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     os.dup2(fd, 1)
     os.dup2(fd, 2)
     os.environ["PYTHONUNBUFFERED"] = "1"
-    if overlay_dir:
-        from enablebot.fix.overlay import install_overlay
-
-        install_overlay(overlay_dir)
+    if limits is not None:
+        limits.apply()  # address space etc.: an over-sized model fails here, not the machine
     if threads:
         import torch
 
@@ -74,16 +73,24 @@ class WorkerPool:
     recycle_after: int = 200
     max_rss_mb: int = 6000  # retire a worker whose memory grew past this (leaks across models)
     threads: int | None = None  # torch intra-op threads per worker (None: torch's default)
+    limits: Limits | None = None  # rlimits of each worker (enablebot.sandbox.Limits)
+    # Candidate code (an overlay) never runs in a pool worker: it goes through the sandboxed
+    # isolation.run_in_child; kept as a field so that a caller passing one fails loudly.
     overlay_dir: str | None = None
     _ctx: mp.context.SpawnContext = field(default_factory=lambda: mp.get_context("spawn"))
     _serial: int = 0
+
+    def __post_init__(self) -> None:
+        if self.overlay_dir:
+            raise ValueError("WorkerPool does not run candidate code (overlay_dir); use isolation.run_in_child, "
+                             "which sandboxes it")
 
     def _spawn(self) -> _Worker:
         self._serial += 1
         self.log_dir.mkdir(parents=True, exist_ok=True)
         log_path = self.log_dir / f"worker-{os.getpid()}-{self._serial}.log"
         parent, child = self._ctx.Pipe()
-        proc = self._ctx.Process(target=_worker_main, args=(child, str(log_path), self.overlay_dir, self.threads), daemon=True)
+        proc = self._ctx.Process(target=_worker_main, args=(child, str(log_path), self.limits, self.threads), daemon=True)
         proc.start()
         child.close()
         return _Worker(proc=proc, conn=parent, log_path=log_path)

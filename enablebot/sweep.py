@@ -134,7 +134,10 @@ def run_sweep(items: list[SweepItem], opts: SweepOptions, out_dir: Path, *, jobs
     todo = [s for s in specs if spec_key(s) not in ckpt.done]
     stats = SweepStats(planned=len(specs), skipped_done=len(specs) - len(todo))
     t0 = time.time()
+    from .sandbox import Limits
+
     pool = WorkerPool(jobs=jobs, log_dir=out_dir / "logs", recycle_after=recycle_after,
+                      limits=Limits.for_device(opts.device),
                       threads=_threads_per_worker(jobs) if opts.device == "cpu" else None)
     deadline = t0 + max_minutes * 60 if max_minutes else None
     stop = (lambda: time.time() > deadline) if deadline else None
