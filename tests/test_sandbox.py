@@ -102,7 +102,7 @@ def test_import_time_payload_in_an_allowed_file_is_contained(tmp_path, monkeypat
     overlay = tmp_path / "overlay"
     build_overlay(diff, overlay)
     before = {**_hash_tree("transformers"), **_hash_tree("torch")}
-    spec = RunSpec(model_id="switch_transformers", numerics=False, timing=False, overlay_dir=str(overlay),
+    spec = RunSpec(model_id="switch_transformers", fast=True, numerics=False, timing=False, overlay_dir=str(overlay),
                    timeout_s=600)
     result = run_in_child(spec, log_dir=tmp_path / "logs")
     stop.set()
