@@ -183,8 +183,20 @@ def _x(v: float | None) -> str:
     return "n/a" if v is None else f"{v:.2f}x"
 
 
+def installed_py_files(packages: tuple[str, ...] = ("torch", "transformers")) -> list[str]:
+    """Every .py file of the installed packages (found without importing them)."""
+    import importlib.util
+
+    out: list[str] = []
+    for pkg in packages:
+        spec = importlib.util.find_spec(pkg)
+        if spec and spec.origin:
+            out.extend(str(p) for p in Path(spec.origin).parent.rglob("*.py"))
+    return out
+
+
 def _hashes(paths: list[str]) -> dict[str, str]:
-    return {p: hashlib.sha256(Path(p).read_bytes()).hexdigest() for p in paths}
+    return {p: hashlib.sha256(Path(p).read_bytes()).hexdigest() if Path(p).is_file() else "missing" for p in paths}
 
 
 def sample_models_for(files: list[str], model_type: str | None, limit: int) -> list[str]:
@@ -257,7 +269,9 @@ def verify_candidate(baseline: RunResult, ref: ClusterRef, *, overlay_dir: str |
     if overlay_dir:
         from .overlay import load_overlay
 
-        installed = _hashes([f.installed for f in load_overlay(overlay_dir).files])
+        # Every .py of torch and transformers, not only the shadowed files: a candidate that
+        # escaped its sandbox could write anywhere in them (the sandbox mounts them read-only).
+        installed = _hashes(sorted({*installed_py_files(), *(f.installed for f in load_overlay(overlay_dir).files)}))
 
     v = Verification(passed=False, model_id=spec.model_id, cluster=ref, spec=spec,
                      kind="patch" if overlay_dir else "recipe", dynamo_config=dict(settings or {}), files=files,
@@ -294,9 +308,11 @@ def verify_candidate(baseline: RunResult, ref: ClusterRef, *, overlay_dir: str |
             bad = [s for s in v.samples if not s.passed]
             checks.append(Check("samples", not bad, "; ".join(f"{s.model_id}: {s.detail}" for s in v.samples)))
     if installed:
-        same = _hashes(list(installed)) == installed
-        checks.append(Check("installed_unchanged", same, "site-packages files unchanged" if same
-                            else "an installed file changed while verifying"))
+        now = _hashes(list(installed))
+        changed = sorted(p for p in set(installed) | set(now) if installed.get(p) != now.get(p))
+        checks.append(Check("installed_unchanged", not changed,
+                            f"all {len(installed)} .py files of torch and transformers unchanged" if not changed
+                            else f"{len(changed)} installed file(s) changed while verifying: {', '.join(changed[:5])}"))
     v.passed = all(c.passed for c in checks)
     v.duration_s = round(time.time() - started, 3)
     return v
