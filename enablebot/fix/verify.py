@@ -69,6 +69,9 @@ class Verification(Serializable):
     heldout_shape: list[int] = field(default_factory=list)  # batch, seq_len
     speed_ratio: float | None = None  # > 1: the candidate is faster (see _ratio)
     samples: list[SampleCheck] = field(default_factory=list)
+    # Chain of custody (enablebot.fix.custody): the exact patch verified and each touched file.
+    patch_sha256: str = ""
+    files_sha256: dict[str, dict[str, str]] = field(default_factory=dict)
     started_at: str = ""
     duration_s: float = 0.0
 
@@ -277,6 +280,12 @@ def verify_candidate(baseline: RunResult, ref: ClusterRef, *, overlay_dir: str |
                      kind="patch" if overlay_dir else "recipe", dynamo_config=dict(settings or {}), files=files,
                      before=snapshot(baseline, ref),
                      started_at=_dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat())
+    if overlay_dir:
+        from .custody import seal
+        from .overlay import load_overlay
+
+        sealed = seal(load_overlay(overlay_dir).canonical_diff, overlay_dir)
+        v.patch_sha256, v.files_sha256 = sealed["patch_sha256"], sealed["files_sha256"]
     after = run(with_candidate(spec, overlay_dir, settings))
     v.after = snapshot(after, ref)
     checks = v.checks
