@@ -137,6 +137,9 @@ def find_dashboard(repo: Repository) -> Issue | None:
 
 
 def publish_dashboard(repo: Repository, body: str) -> DashboardOutcome:
+    from .redact import redact
+
+    body = redact(body)
     issue = find_dashboard(repo)
     if issue is None:
         with step("create the dashboard issue", repo.full_name, "needs issues: write"):

@@ -146,7 +146,9 @@ def plan_pr(bundle_dir: str | Path, *, model_type: str | None = None) -> PrPlan:
     report = (d / "report.md").read_text(encoding="utf-8") if (d / "report.md").is_file() else None
     digest = hashlib.sha256(patch.encode()).hexdigest()
     title = pr_title(bundle)
-    body = render_pr_body(bundle, verification=verification, report_md=report, files=files, patch_sha256=digest)
+    from .redact import redact
+
+    body = redact(render_pr_body(bundle, verification=verification, report_md=report, files=files, patch_sha256=digest))
     message = (
         f"{title.removeprefix('[enablebot] ')}\n\n"
         f"Drafted by enablebot for {bundle.model_id}; see the pull request for the verification report.\n\n"

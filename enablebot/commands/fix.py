@@ -133,10 +133,13 @@ def register(app: typer.Typer) -> None:
         Console().print(text, markup=False, highlight=False)
         targets = [p for p in (summary, Path(os.environ["GITHUB_STEP_SUMMARY"]) if os.environ.get("GITHUB_STEP_SUMMARY") else None) if p]
         for t in targets:
-            with open(t, "a", encoding="utf-8") as f:
-                f.write(text)
+            from ..redact import append_text
+
+            append_text(t, text)
         if json_path:
-            json_path.write_text(json.dumps([{"bundle": n, "error": e, "verification": v.to_dict() if v else None}
-                                             for n, v, e in results], indent=1), encoding="utf-8")
+            from ..redact import write_text
+
+            write_text(json_path, json.dumps([{"bundle": n, "error": e, "verification": v.to_dict() if v else None}
+                                             for n, v, e in results], indent=1))
         if not all(v is not None and v.passed for _, v, _ in results):
             raise typer.Exit(1)
