@@ -134,7 +134,7 @@ def test_a_key_echoed_by_the_llm_endpoint_never_reaches_a_written_file(tmp_path,
 
     key = "corp-gateway-key-0123456789abcdef"  # not token-shaped: only the value redaction catches it
     monkeypatch.setenv("OPENAI_API_KEY", key)
-    echo = Reply(status=400, content=f"Incorrect API key provided: {key}. You can find your key at ...")
+    echo = Reply(status=500, content=f"Incorrect API key provided: {key}. You can find your key at ...")
     with FakeOpenAI(script=[echo] * 6) as server:
         llm = LLMClient(model="fake-coder", base_url=server.base_url, api_key=key, backoff_s=0.01, budget=Budget())
         (outcome,) = fix_model("switch_transformers", _opts(tmp_path, recipes=False), llm=llm, runner=SwitchRunner())
