@@ -208,6 +208,7 @@ class RunResult(Serializable):
     started_at: str = ""
     duration_s: float = 0.0
     stage_s: dict[str, float] = field(default_factory=dict)  # seconds per stage: where the time goes
+    attempts: int = 1  # runs of this item in a sweep: a `crash` is retried once on resume
     schema_version: int = SCHEMA_VERSION
 
     @property

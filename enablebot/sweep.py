@@ -119,6 +119,16 @@ def _threads_per_worker(jobs: int) -> int:
     return max(1, cores // max(1, jobs))
 
 
+# A worker killed from outside (an OOM kill looks the same) is not the model's fault every
+# time: a `crash` runs once more on resume, then it is final.
+MAX_CRASH_ATTEMPTS = 2
+
+
+def is_final(result: RunResult) -> bool:
+    """Whether a checkpointed result stands on resume (a first crash does not)."""
+    return result.verdict != "crash" or result.attempts >= MAX_CRASH_ATTEMPTS
+
+
 def spec_key(spec: RunSpec) -> str:
     return RunResult(spec=spec, verdict="").key
 
@@ -131,7 +141,8 @@ def run_sweep(items: list[SweepItem], opts: SweepOptions, out_dir: Path, *, jobs
 
     ckpt = Checkpoint(out_dir)
     specs = [to_spec(it, opts) for it in items]
-    todo = [s for s in specs if spec_key(s) not in ckpt.done]
+    todo = [s for s in specs if spec_key(s) not in ckpt.done or not is_final(ckpt.done[spec_key(s)])]
+    tried = {spec_key(s): ckpt.done[spec_key(s)].attempts for s in todo if spec_key(s) in ckpt.done}
     stats = SweepStats(planned=len(specs), skipped_done=len(specs) - len(todo))
     t0 = time.time()
     from .sandbox import Limits
@@ -142,6 +153,7 @@ def run_sweep(items: list[SweepItem], opts: SweepOptions, out_dir: Path, *, jobs
     deadline = t0 + max_minutes * 60 if max_minutes else None
     stop = (lambda: time.time() > deadline) if deadline else None
     for result in pool.run(todo, on_start=on_start, should_stop=stop):
+        result.attempts = tried.get(result.key, 0) + 1
         ckpt.append(result)
         stats.ran += 1
         stats.verdicts[result.verdict] = stats.verdicts.get(result.verdict, 0) + 1
