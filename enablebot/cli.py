@@ -26,6 +26,7 @@ COMMAND_MODULES = (
     "enablebot.commands.pr",
     "enablebot.commands.watch",
     "enablebot.commands.report",
+    "enablebot.commands.nightly",
 )
 
 

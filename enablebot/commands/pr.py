@@ -67,6 +67,10 @@ def register(app: typer.Typer) -> None:
         repos = parse_repo_map(repo)
         plans = []
         bad_input = False
+        from ..fix.bundle import find_bundles
+
+        # A directory of bundles (fixes/ or fixes/<model>/) stands for every bundle under it.
+        bundles = [b for d in bundles for b in (find_bundles(d) or [d])]
         for d in bundles:
             try:
                 p = plan_pr(d)
