@@ -71,11 +71,29 @@ class NightlyConfig:
         unknown = set(raw) - {"out", "registry", "baseline_dir", "watch", "sweep", "fix", "pr", "dashboard"}
         if unknown:
             raise ConfigError(f"{p}: unknown keys {sorted(unknown)}")
+        raw = _expand(raw)
         base = p.parent
         rel = (lambda v: None if v is None else (Path(v) if Path(v).is_absolute() else base / v))
         return NightlyConfig(out=rel(raw.get("out", "nightly")), registry=rel(raw.get("registry")),
                              baseline_dir=rel(raw.get("baseline_dir", "baselines")),
                              **{k: dict(raw.get(k) or {}) for k in ("watch", "sweep", "fix", "pr", "dashboard")})
+
+
+def _expand(node: Any) -> Any:
+    """${VAR} in string values (the workflow passes repository variables this way); a value
+    that expands to nothing is dropped from its mapping (an unset repository)."""
+    import os
+
+    if isinstance(node, dict):
+        out = {k: _expand(v) for k, v in node.items()}
+        return {k: v for k, v in out.items() if v != ""}
+    if isinstance(node, list):
+        return [_expand(v) for v in node]
+    if isinstance(node, str) and "$" in node:
+        import re
+
+        return re.sub(r"\$\{(\w+)\}", lambda m: os.environ.get(m.group(1), ""), node).strip()
+    return node
 
 
 @dataclass
@@ -106,7 +124,7 @@ def step_sweep(cfg: NightlyConfig, shard: str | None = None) -> StepLog:
                         modes=tuple(s.get("modes", ("eval", "train"))), tasks=tuple(s.get("tasks", ("base", "head"))),
                         timeout_s=float(s.get("timeout", 300)), registry=str(reg.path))
     items = plan(reg, opts, s.get("models") or None, parse_shard(shard))
-    out = cfg.sweep_dir if not shard else cfg.out / "results" / f"shard-{shard.replace('/', '-')}"
+    out = cfg.sweep_dir if not shard else cfg.out / "results" / f"shard-{shard.split('/')[0]}"
     stats = run_sweep(items, opts, out, jobs=int(s.get("jobs", 2)))
     return StepLog("sweep", True, f"{stats.ran} ran, {stats.skipped_done} already done: {stats.verdicts}",
                    {"ran": stats.ran, "skipped": stats.skipped_done})
@@ -266,10 +284,10 @@ def step_dashboard(cfg: NightlyConfig) -> StepLog:
 
 
 def run_nightly(cfg: NightlyConfig, steps: tuple[str, ...] = STEPS,
-                say: Callable[[str], None] = lambda _m: None) -> list[StepLog]:
+                say: Callable[[str], None] = lambda _m: None, shard: str | None = None) -> list[StepLog]:
     """Run `steps` in order; a failing check is recorded and the loop goes on."""
     fns: dict[str, Callable[[], StepLog]] = {
-        "watch": lambda: step_watch(cfg), "sweep": lambda: step_sweep(cfg), "merge": lambda: step_merge(cfg),
+        "watch": lambda: step_watch(cfg), "sweep": lambda: step_sweep(cfg, shard), "merge": lambda: step_merge(cfg),
         "check": lambda: step_check(cfg), "report": lambda: step_report(cfg), "record": lambda: step_record(cfg),
         "fix": lambda: step_fix(cfg, say), "pr": lambda: step_pr(cfg), "dashboard": lambda: step_dashboard(cfg)}
     logs = []

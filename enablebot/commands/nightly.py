@@ -19,6 +19,7 @@ def register(app: typer.Typer) -> None:
     def nightly(
         config: Path = typer.Option(..., "--config", help="nightly config (YAML; see enablebot/nightly.py)"),
         step: List[str] = typer.Option([], "--step", help="run only these steps, in the loop's order (repeatable)"),
+        shard: Optional[str] = typer.Option(None, help="sweep step: run shard i/n only (GitHub Actions matrix)"),
         json_out: Optional[Path] = typer.Option(None, "--json", help="write the step log as JSON here"),
         unsafe_no_sandbox: bool = typer.Option(False, "--unsafe-no-sandbox",
                                                help="DANGEROUS: run LLM-written code without a sandbox "
@@ -42,7 +43,7 @@ def register(app: typer.Typer) -> None:
             os.environ[UNSAFE_ENV] = "1"
         steps = tuple(s for s in STEPS if s in step) if step else STEPS
         try:
-            logs = run_nightly(cfg, steps, say=lambda m: err.print(m, highlight=False, markup=False))
+            logs = run_nightly(cfg, steps, say=lambda m: err.print(m, highlight=False, markup=False), shard=shard)
         except SandboxUnavailable as e:
             err.print(f"[red]error:[/red] {e}")
             raise typer.Exit(2)
