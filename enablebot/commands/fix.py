@@ -20,6 +20,19 @@ def _split(values: Optional[list[str]]) -> Optional[list[str]]:
     return out
 
 
+def _require_sandbox(err: Console, unsafe: bool) -> None:
+    """LLM-written code runs only in the sandbox, or under the loudly named opt-out."""
+    from ..sandbox import UNSAFE_ENV, SandboxUnavailable, require
+
+    if unsafe:
+        os.environ[UNSAFE_ENV] = "1"
+    try:
+        require()
+    except SandboxUnavailable as e:
+        err.print(f"[red]error:[/red] {e}")
+        raise typer.Exit(2)
+
+
 def register(app: typer.Typer) -> None:
     @app.command("fix")
     def fix(
@@ -48,6 +61,9 @@ def register(app: typer.Typer) -> None:
                                                           help="other architectures to re-check (comma-separated)"),
         no_recipes: bool = typer.Option(False, "--no-recipes", help="skip Dynamo config recipes"),
         always_agent: bool = typer.Option(False, "--always-agent", help="ask the LLM even when a recipe verified"),
+        unsafe_no_sandbox: bool = typer.Option(False, "--unsafe-no-sandbox",
+                                               help="DANGEROUS: run LLM-written code without the bubblewrap sandbox "
+                                                    "(it can then read your keys and write anywhere)"),
     ) -> None:
         """Reproduce MODEL_ID's graph breaks, try Dynamo config recipes, ask an LLM for a patch
         (applied in an overlay, never to site-packages), verify, and write a bundle per cluster."""
@@ -73,6 +89,8 @@ def register(app: typer.Typer) -> None:
             err.print("[red]error:[/red] --budget-usd needs --usd-per-mtok-in / --usd-per-mtok-out to count cost")
             raise typer.Exit(2)
         llm = LLMClient.from_env(llm_model, max_tokens=max_tokens, budget=budget)
+        if llm is not None:
+            _require_sandbox(err, unsafe_no_sandbox)  # before any LLM call is paid for
         if llm is None:
             err.print("[yellow]no LLM configured[/yellow] (set OPENAI_BASE_URL or OPENAI_API_KEY, and --llm-model): "
                       "trying Dynamo config recipes only")
@@ -97,6 +115,9 @@ def register(app: typer.Typer) -> None:
         bundles: list[Path] = typer.Argument(..., help="fix bundle directories (with bundle.json)"),
         device: str = typer.Option("cpu", help="cpu or cuda"),
         speed_threshold: float = typer.Option(0.95, help="min unpatched/patched compiled-time ratio"),
+        unsafe_no_sandbox: bool = typer.Option(False, "--unsafe-no-sandbox",
+                                               help="DANGEROUS: run LLM-written code without the bubblewrap sandbox "
+                                                    "(it can then read your keys and write anywhere)"),
         sample_models: Optional[list[str]] = typer.Option(None, "--sample-models",
                                                           help="other architectures to re-check (comma-separated)"),
         backend: Optional[str] = typer.Option(None, help="override the bundle's torch.compile backend"),
@@ -119,6 +140,7 @@ def register(app: typer.Typer) -> None:
             except (FileNotFoundError, ValueError) as e:
                 err.print(f"[red]error:[/red] {e}")
                 raise typer.Exit(2)
+        _require_sandbox(err, unsafe_no_sandbox)
         results = []
         cache: dict = {}  # unpatched runs shared by bundles of the same model
         for b in bundles:
