@@ -98,15 +98,17 @@ class Limits:
             resource.setrlimit(which, (value, value if hard == resource.RLIM_INFINITY else hard))
 
     def prlimit_args(self) -> list[str]:
+        """`prlimit` options; never above this process's hard limits (raising them would fail)."""
+        import resource
+
+        names = {resource.RLIMIT_AS: "as", resource.RLIMIT_CPU: "cpu", resource.RLIMIT_FSIZE: "fsize",
+                 resource.RLIMIT_NOFILE: "nofile"}
         opts = []
-        if self.address_space_mb:
-            opts.append(f"--as={self.address_space_mb * 2**20}")
-        if self.cpu_s:
-            opts.append(f"--cpu={self.cpu_s}")
-        if self.file_size_mb:
-            opts.append(f"--fsize={self.file_size_mb * 2**20}")
-        if self.open_files:
-            opts.append(f"--nofile={self.open_files}")
+        for which, value in self.rlimits():
+            hard = resource.getrlimit(which)[1]
+            if hard != resource.RLIM_INFINITY:
+                value = min(value, hard)
+            opts.append(f"--{names[which]}={value}")
         return opts
 
 
