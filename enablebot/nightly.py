@@ -215,7 +215,7 @@ def step_fix(cfg: NightlyConfig, say: Callable[[str], None] = lambda _m: None) -
     done, fixed = [], []
     for model in top_models(triage, int(f.get("top", 5))):
         prior = [FixBundle.load(d) for d in find_bundles(cfg.fixes_dir / model)]
-        if any(b.verified and b.versions == have for b in prior):
+        if any(b.verified and _same_versions(b.versions, have) for b in prior):
             done.append(model)  # verified for these versions: no second LLM bill, same PR
             continue
         opts = FixOptions(out_dir=cfg.fixes_dir, from_triage=triage, attempts=int(f.get("attempts", 3)),
@@ -231,6 +231,11 @@ def step_fix(cfg: NightlyConfig, say: Callable[[str], None] = lambda _m: None) -
         except Exception as e:  # noqa: BLE001 - one failing model never stops the others
             fixed.append(f"{model}: error {type(e).__name__}: {e}")
     return StepLog("fix", True, "; ".join(fixed + [f"{m}: already verified" for m in done]) or "nothing to fix")
+
+
+def _same_versions(a: dict[str, str], b: dict[str, str]) -> bool:
+    """torch / transformers equal up to a local build tag (2.13.0+cpu == 2.13.0)."""
+    return all((a.get(k) or "").split("+")[0] == (b.get(k) or "").split("+")[0] for k in ("torch", "transformers"))
 
 
 def step_pr(cfg: NightlyConfig) -> StepLog:
