@@ -119,6 +119,9 @@ def build_model(res: Resolved, *, size: str = "tiny", task: str | None = None, s
     cls = getattr(transformers, class_name, None)
     if cls is None:
         raise UsageError(f"transformers has no class {class_name!r} for {res.model_type}")
+    from .budget import check_budget
+
+    check_budget(cls, cfg, size)  # before any allocation: an oversized model is a create_error
     torch.manual_seed(seed)
     try:
         model = cls._from_config(cfg) if hasattr(cls, "_from_config") else cls(cfg)

@@ -51,7 +51,9 @@ class Checkpoint:
                     f.write(b"\n")
 
     def append(self, result: RunResult) -> None:
-        line = json.dumps(result.to_dict(), separators=(",", ":")) + "\n"
+        from .redact import redact
+
+        line = redact(json.dumps(result.to_dict(), separators=(",", ":"))) + "\n"
         with open(self.path, "a", encoding="utf-8") as f:
             f.write(line)
             f.flush()

@@ -28,6 +28,7 @@ COMMAND_MODULES = (
     "enablebot.commands.report",
     "enablebot.commands.site",
     "enablebot.commands.compare",
+    "enablebot.commands.nightly",
 )
 
 

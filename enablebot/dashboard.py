@@ -79,13 +79,13 @@ def load_clusters(path: str | Path | None) -> list[ClusterRow]:
 
 
 def load_recipes(fix_dirs: list[Path]) -> list[RecipeRow]:
-    """Recipe-only fix bundles under the given directories (a bundle dir or a dir of bundles)."""
+    """Recipe-only fix bundles under the given directories: a bundle, a model's directory of
+    bundles, or the `fixes/` root (fixes/<model>/<cluster>/, as `fix --out` writes them)."""
+    from .fix.bundle import find_bundles
+
     rows = []
     for root in fix_dirs:
-        candidates = [root] if (root / "bundle.json").is_file() else sorted(p for p in root.glob("*") if p.is_dir())
-        for d in candidates:
-            if not (d / "bundle.json").is_file():
-                continue
+        for d in find_bundles(root):
             b = FixBundle.load(d)
             if b.kind == "recipe":
                 rows.append(RecipeRow(b.fix_key, b.model_id, b.cluster.gb_type, dict(b.recipe or {}), b.verified))
@@ -136,13 +136,24 @@ def find_dashboard(repo: Repository) -> Issue | None:
     return None
 
 
+def _content(body: str | None) -> str:
+    """The dashboard without its update time (meta comment and the "Updated ..." line)."""
+    import re
+
+    text = re.sub(r"<!--.*?-->", "", body or "", flags=re.S)
+    return "\n".join(ln for ln in text.splitlines() if not ln.startswith("Updated ")).strip()
+
+
 def publish_dashboard(repo: Repository, body: str) -> DashboardOutcome:
+    from .redact import redact
+
+    body = redact(body)
     issue = find_dashboard(repo)
     if issue is None:
         with step("create the dashboard issue", repo.full_name, "needs issues: write"):
             issue = repo.create_issue(title=DASHBOARD_TITLE, body=body, labels=[DASHBOARD_LABEL])
         return DashboardOutcome(repo.full_name, "created", issue.number, issue.html_url)
-    if issue.body == body:  # editing an issue notifies nobody, but skip no-op writes
+    if _content(issue.body) == _content(body):  # only the time changed: skip the no-op write
         return DashboardOutcome(repo.full_name, "unchanged", issue.number, issue.html_url)
     with step(f"update dashboard issue #{issue.number}", repo.full_name, "needs issues: write"):
         issue.edit(body=body)

@@ -192,10 +192,9 @@ def _header(headers: Mapping[str, str], name: str) -> str | None:
 
 def _redact(text: str) -> str:
     """Never let a token reach a message or log, whatever a server echoed back."""
-    for tok in {os.environ.get("HF_TOKEN"), os.environ.get("HUGGING_FACE_HUB_TOKEN")}:
-        if tok and len(tok) >= 8:
-            text = text.replace(tok, "***")
-    return text
+    from .redact import redact
+
+    return redact(text)
 
 
 def _endpoint_hint(endpoint: str) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -62,9 +63,29 @@ def child_env(spec: RunSpec) -> dict[str, str]:
     return env
 
 
+def child_command(cmd: list[str], spec: RunSpec, *, writable: list[Path], readable: list[Path] = (),
+                  sandbox: bool | None = None) -> tuple[list[str], dict[str, str]]:
+    """argv and env of a model child. A spec with an overlay (candidate code), or `sandbox=True`,
+    runs in the sandbox (enablebot.sandbox; raises SandboxUnavailable when there is none and no
+    opt-out); every child gets the address-space / CPU rlimits of its device."""
+    from .sandbox import Limits, sandboxed
+
+    limits = Limits.for_device(spec.device, spec.timeout_s)
+    if sandbox or (sandbox is None and spec.overlay_dir):
+        env = child_env(spec)
+        extra = {k: env[k] for k in ("PYTHONPATH", "TORCH_TRACE") if k in env}
+        inputs = [p for p in (spec.overlay_dir, spec.registry) if p] + list(readable)
+        sb = sandboxed(cmd, writable=writable, readable=inputs, device=spec.device, limits=limits, extra_env=extra)
+        return sb.argv, sb.env
+    prlimit = shutil.which("prlimit")
+    wrap = [prlimit, *limits.prlimit_args(), "--"] if prlimit and limits.prlimit_args() else []
+    return [*wrap, *cmd], child_env(spec)
+
+
 def run_in_child(spec: RunSpec, *, log_dir: Path | None = None,
-                 progress: Callable[[str], None] | None = None) -> RunResult:
-    """Run `spec` in a fresh Python process; always returns a RunResult."""
+                 progress: Callable[[str], None] | None = None, sandbox: bool | None = None) -> RunResult:
+    """Run `spec` in a fresh Python process; always returns a RunResult. Candidate code (an
+    overlay) always runs sandboxed; `sandbox=True` sandboxes any spec."""
     workdir = Path(tempfile.mkdtemp(prefix="enablebot-run-"))
     log_path = (Path(log_dir) if log_dir else workdir) / f"{_safe(spec.model_id)}-{spec.device}-{spec.mode}.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -72,9 +93,11 @@ def run_in_child(spec: RunSpec, *, log_dir: Path | None = None,
     spec_path.write_text(json.dumps(spec.to_dict()), encoding="utf-8")
     started = time.time()
     with open(log_path, "wb") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "enablebot.worker", str(spec_path), str(out_path)],
-                                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                env=child_env(spec), start_new_session=True)
+        writable = [workdir] + ([Path(spec.trace_dir)] if spec.trace_dir else [])
+        argv, env = child_command([sys.executable, "-m", "enablebot.worker", str(spec_path), str(out_path)],
+                                  spec, writable=writable, sandbox=sandbox)
+        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                env=env, start_new_session=True)
         timed_out = _wait(proc, spec.timeout_s, log_path, progress)
     elapsed = round(time.time() - started, 3)
     tail = _tail(log_path)

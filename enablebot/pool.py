@@ -29,9 +29,10 @@ from typing import Callable, Iterable, Iterator
 
 from .isolation import _failed, _tail
 from .results import ErrorInfo, RunResult, RunSpec
+from .sandbox import Limits
 
 
-def _worker_main(conn: Connection, log_path: str, overlay_dir: str | None, threads: int | None,
+def _worker_main(conn: Connection, log_path: str, limits: "Limits | None", threads: int | None,
                  env: dict[str, str] | None = None) -> None:
     # Own process group: killing it also kills Inductor's compile workers.
     os.setsid()
@@ -44,10 +45,8 @@ def _worker_main(conn: Connection, log_path: str, overlay_dir: str | None, threa
     os.dup2(fd, 1)
     os.dup2(fd, 2)
     os.environ["PYTHONUNBUFFERED"] = "1"
-    if overlay_dir:
-        from enablebot.fix.overlay import install_overlay
-
-        install_overlay(overlay_dir)
+    if limits is not None:
+        limits.apply()  # address space etc.: an over-sized model fails here, not the machine
     if threads:
         import torch
 
@@ -87,12 +86,18 @@ class WorkerPool:
     recycle_after: int = 200
     max_rss_mb: int = 6000  # retire a worker whose memory grew past this (leaks across models)
     threads: int | None = None  # torch intra-op threads per worker (None: torch's default)
+    limits: Limits | None = None  # rlimits of each worker (enablebot.sandbox.Limits)
+    # Candidate code (an overlay) never runs in a pool worker: it goes through the sandboxed
+    # isolation.run_in_child; kept as a field so that a caller passing one fails loudly.
     overlay_dir: str | None = None
     start_method: str | None = None  # forkserver | spawn; None: ENABLEBOT_POOL_START, else forkserver
     _ctx: mp.context.BaseContext | None = None
     _serial: int = 0
 
     def __post_init__(self) -> None:
+        if self.overlay_dir:
+            raise ValueError("WorkerPool does not run candidate code (overlay_dir); use isolation.run_in_child, "
+                             "which sandboxes it")
         self.start_method = _start_method(self.start_method, self.overlay_dir)
         if self._ctx is None:
             self._ctx = mp.get_context(self.start_method)
@@ -105,7 +110,7 @@ class WorkerPool:
         log_path = self.log_dir / f"worker-{os.getpid()}-{self._serial}.log"
         parent, child = self._ctx.Pipe()
         env = dict(os.environ) if self.start_method == "forkserver" else None
-        proc = self._ctx.Process(target=_worker_main, args=(child, str(log_path), self.overlay_dir, self.threads, env),
+        proc = self._ctx.Process(target=_worker_main, args=(child, str(log_path), self.limits, self.threads, env),
                                  daemon=True)
         proc.start()
         child.close()

@@ -119,7 +119,11 @@ def _read_json(path: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def plan_pr(bundle_dir: str | Path) -> PrPlan:
+def plan_pr(bundle_dir: str | Path, *, model_type: str | None = None) -> PrPlan:
+    """The PR of a bundle. Refuses (NotPrAble) a recipe, an unverified bundle, and one that
+    fails the chain of custody: patch changed since verification, path policy, target."""
+    from .fix.custody import CustodyError, check_custody
+
     d = Path(bundle_dir)
     bundle = FixBundle.load(d)
     patch = read_patch(d)
@@ -135,10 +139,16 @@ def plan_pr(bundle_dir: str | Path) -> PrPlan:
     verification = _read_json(d / "verification.json")
     if not verification_passed(bundle, verification):
         raise NotPrAble(f"{bundle.fix_key}: the fix did not pass verification; see verification.json")
+    try:
+        check_custody(d, model_type=model_type)
+    except CustodyError as e:
+        raise NotPrAble(str(e)) from e
     report = (d / "report.md").read_text(encoding="utf-8") if (d / "report.md").is_file() else None
     digest = hashlib.sha256(patch.encode()).hexdigest()
     title = pr_title(bundle)
-    body = render_pr_body(bundle, verification=verification, report_md=report, files=files, patch_sha256=digest)
+    from .redact import redact
+
+    body = redact(render_pr_body(bundle, verification=verification, report_md=report, files=files, patch_sha256=digest))
     message = (
         f"{title.removeprefix('[enablebot] ')}\n\n"
         f"Drafted by enablebot for {bundle.model_id}; see the pull request for the verification report.\n\n"

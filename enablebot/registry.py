@@ -230,7 +230,11 @@ def _load_state(path: Path) -> dict[str, Any]:
 
 
 def atomic_write_text(path: Path, text: str) -> None:
-    """Write `text` to `path` so that readers see the old or the new file, never a torn one."""
+    """Write `text` to `path` so that readers see the old or the new file, never a torn one.
+    Secrets are redacted (enablebot.redact): every file the bot writes goes through here."""
+    from .redact import redact
+
+    text = redact(text)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)

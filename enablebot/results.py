@@ -246,6 +246,8 @@ class RunResult(Serializable):
     towers: dict[str, int] = field(default_factory=dict)  # forward calls per top-level submodule (eager)
     towers_not_run: list[str] = field(default_factory=list)  # towers (vision, audio, ...) the call never ran
     note: str = ""  # why a scenario was skipped, and other notes that are not errors
+    attempts: int = 1  # runs of this item in a sweep: a `crash` is retried once on resume
+
     schema_version: int = SCHEMA_VERSION
 
     def __post_init__(self) -> None:

@@ -207,6 +207,7 @@ def shrink_dict(d: dict[str, Any], size: str = "tiny", changes: dict[str, Any] |
     if cfg is not None:
         _explicit_defaults(cfg, d)
     lv = _Level(d, changes, prefix, _derived(type(cfg)) if cfg is not None else frozenset())
+    _remap_token_ids(lv, p)
     # Special tokens of enclosing configs (a VLM's image token) index this level's vocab too.
     lv.token_ids = tuple(token_ids) + tuple(_token_ids(d))
     _heads(lv, p)
@@ -506,6 +507,29 @@ def _rope(lv: _Level) -> None:
         lv.set("rope_parameters", dict(rope, mrope_section=new))
     else:
         lv.set("mrope_section", new)
+
+
+# The vocabulary grows to fit special-token ids (a VLM's image token is often past the text
+# vocab), but never past this: a config saying `eos_token_id: 30000000` would otherwise ask for
+# a 30M-row embedding (7.7 GB in one allocation, ~43 GiB with the fp64 reference).
+MAX_TOKEN_ID = 1 << 20
+
+
+def _remap_token_ids(lv: _Level, p: SizeProfile) -> None:
+    """Special-token ids at or above the config's own vocab_size (invalid in the full model too)
+    or above MAX_TOKEN_ID are remapped to distinct ids at the top of the tiny vocab."""
+    vocab = lv.d.get("vocab_size")
+    limit = min(vocab, MAX_TOKEN_ID) if _int(vocab) and vocab > 0 else MAX_TOKEN_ID
+    keep = set(_token_ids(lv.d))
+    free = (i for i in range(p.vocab - 1, -1, -1) if i not in keep)
+    new_of: dict[int, int] = {}
+    for k in TOKEN_ID_KEYS:
+        v = lv.d.get(k)
+        ids = _ints(v)
+        if not ids or all(x < limit for x in ids):
+            continue
+        mapped = [new_of.setdefault(x, next(free)) if x >= limit else x for x in ids]
+        lv.set(k, mapped[0] if _int(v) else type(v)(mapped))
 
 
 def _misc(lv: _Level, p: SizeProfile) -> None:

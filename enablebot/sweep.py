@@ -145,6 +145,16 @@ def _threads_per_worker(jobs: int) -> int:
     return max(1, cores // max(1, jobs))
 
 
+# A worker killed from outside (an OOM kill looks the same) is not the model's fault every
+# time: a `crash` runs once more on resume, then it is final.
+MAX_CRASH_ATTEMPTS = 2
+
+
+def is_final(result: RunResult) -> bool:
+    """Whether a checkpointed result stands on resume (a first crash does not)."""
+    return result.verdict != "crash" or result.attempts >= MAX_CRASH_ATTEMPTS
+
+
 def spec_key(spec: RunSpec) -> str:
     return RunResult(spec=spec, verdict="").key
 
@@ -170,20 +180,26 @@ def run_sweep(items: list[SweepItem], opts: SweepOptions, out_dir: Path, *, jobs
     keys = _item_keys(specs, opts)
     if reuse_from is not None:
         todo, reused = _apply_reuse(specs, keys, ckpt, Path(reuse_from), out_dir, strict_versions)
-        stats = SweepStats(planned=len(specs), reused=reused, skipped_done=len(specs) - len(todo) - reused)
     else:
-        todo = [s for s in specs if spec_key(s) not in ckpt.done]
-        stats = SweepStats(planned=len(specs), skipped_done=len(specs) - len(todo))
+        todo, reused = [s for s in specs if spec_key(s) not in ckpt.done], 0
+    # A first crash is retried once on resume: a worker killed from outside looks the same.
+    todo += [s for s in specs if spec_key(s) in ckpt.done and not is_final(ckpt.done[spec_key(s)]) and s not in todo]
+    tried = {spec_key(s): ckpt.done[spec_key(s)].attempts for s in todo if spec_key(s) in ckpt.done}
+    stats = SweepStats(planned=len(specs), reused=reused, skipped_done=len(specs) - len(todo) - reused)
     if not max_minutes:
         history = {item_key(r.spec): r.duration_s for r in ckpt.done.values()}
         history.update(durations or {})
         if history:
             todo = longest_first(todo, estimator(history))
+    from .sandbox import Limits
+
     pool = WorkerPool(jobs=jobs, log_dir=out_dir / "logs", recycle_after=recycle_after,
+                      limits=Limits.for_device(opts.device),
                       threads=_threads_per_worker(jobs) if opts.device == "cpu" else None)
     deadline = t0 + max_minutes * 60 if max_minutes else None
     stop = (lambda: time.time() > deadline) if deadline else None
     for result in pool.run(todo, on_start=on_start, should_stop=stop):
+        result.attempts = tried.get(result.key, 0) + 1
         ckpt.append(result)
         if keys.get(result.key) is not None:
             from .incremental import append_key

@@ -5,6 +5,15 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 py=${PYTHON:-python3}
+# bubblewrap sandboxes every process that imports LLM-written code (enablebot/sandbox.py);
+# without it `fix` / `verify` refuse to run candidates.
+if ! command -v bwrap >/dev/null; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    apt-get install -y -q bubblewrap >/dev/null || { apt-get update -q && apt-get install -y -q bubblewrap; }
+  else
+    echo "setup: bubblewrap (bwrap) is missing; install it (apt-get install -y bubblewrap) or fix/verify will refuse to run LLM candidates" >&2
+  fi
+fi
 [ -x .venv/bin/python ] || "$py" -m venv .venv
 # torch first and pinned: an unpinned torch would make pip fetch a multi-GB CUDA build.
 # ENABLEBOT_TORCH / ENABLEBOT_TRANSFORMERS follow newer releases (README, "Versions"); a torch

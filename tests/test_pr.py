@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 
 from enablebot.commands import pr as pr_commands
 from enablebot.fix.bundle import ClusterRef, FixBundle, Snapshot
+from enablebot.fix.custody import sha256_text
 from enablebot.fix.overlay import PatchApplyError
 from enablebot.pr import NotPrAble, branch_name, plan_pr
 from enablebot.pr_body import PR_META, read_meta
@@ -107,13 +108,18 @@ def make_bundle(
         created_at="2026-09-01T02:00:00Z",
     )
     bundle.save(d)
+    custody: dict = {}
     if kind == "patch":
-        (d / "patch.diff").write_text(unified(MODELING, patched(fix_line)), encoding="utf-8")
+        diff = unified(MODELING, patched(fix_line))
+        (d / "patch.diff").write_text(diff, encoding="utf-8")
+        # What the verifier records (enablebot.fix.custody.seal) for this patch.
+        custody = {"patch_sha256": sha256_text(diff), "files": [PATH],
+                   "files_sha256": {PATH: {"installed": sha256_text(MODELING), "patched": sha256_text(patched(fix_line))}}}
     checks = [
         {"name": "graph breaks", "passed": passed, "detail": detail},
         {"name": "numerics vs fp64", "passed": True, "detail": "rmse 1.2e-07 <= 2.0 x eager | ok"},
     ]
-    (d / "verification.json").write_text(json.dumps({"passed": passed, "checks": checks, "device": "cpu"}))
+    (d / "verification.json").write_text(json.dumps({"passed": passed, "checks": checks, "device": "cpu", **custody}))
     (d / "report.md").write_text("# jetmoe\n\nBefore: 2 breaks. After: 0.\nThanks @octocat, see #123.\n")
     return d
 
@@ -433,3 +439,43 @@ def test_a_rejected_token_is_a_clear_error(tmp_path, fake):
     assert "GitHub rejected the token (401 Bad credentials)" in res.output and "check GITHUB_TOKEN" in res.output
     assert "ghp_wrong_secret_value" not in res.output
     assert [r.authorized for r in fake.requests] == [False]
+
+
+# ---- chain of custody: pr re-checks what was verified ------------------------------------------
+def test_a_bundle_changed_after_verification_is_refused(tmp_path, fake):
+    d = make_bundle(tmp_path / "b")
+    (d / "patch.diff").write_text(unified(MODELING, patched(FIX_V2)), encoding="utf-8")  # swapped after verify
+    with pytest.raises(NotPrAble, match="changed after verification"):
+        plan_pr(d)
+    result = push([d], fake)
+    assert "changed after verification" in result.output
+    assert not [c for c in calls(fake) if c.startswith(("POST", "PATCH", "PUT"))]
+
+
+def test_a_setup_py_bundle_is_refused_even_if_sealed(tmp_path, fake):
+    d = make_bundle(tmp_path / "b")
+    evil = unified("from setuptools import setup\nsetup()\n", "from setuptools import setup\nimport os\nsetup()\n",
+                   path="setup.py")
+    (d / "patch.diff").write_text(evil, encoding="utf-8")
+    ver = json.loads((d / "verification.json").read_text())
+    ver.update(patch_sha256=sha256_text(evil), files=["setup.py"])
+    (d / "verification.json").write_text(json.dumps(ver))
+    with pytest.raises(NotPrAble, match="path policy.*setup.py"):
+        plan_pr(d)
+    assert "setup.py" in push([d], fake).output
+    assert not [c for c in calls(fake) if c.startswith(("POST", "PATCH", "PUT"))]
+
+
+def test_unsealed_and_mislabelled_bundles_are_refused(tmp_path):
+    d = make_bundle(tmp_path / "unsealed")
+    ver = json.loads((d / "verification.json").read_text())
+    del ver["patch_sha256"]
+    (d / "verification.json").write_text(json.dumps(ver))
+    with pytest.raises(NotPrAble, match="no patch_sha256"):
+        plan_pr(d)
+    d = make_bundle(tmp_path / "target")
+    b = FixBundle.load(d)
+    b.target = "dynamo"
+    b.save(d)
+    with pytest.raises(NotPrAble, match="target 'dynamo' does not match"):
+        plan_pr(d)

@@ -203,12 +203,12 @@ def test_concurrency_timeouts_and_caches(path):
     setups = [s for _, s in steps(data) if s.get("uses") == "./.github/actions/setup"]
     assert setups, f"{path.name}: installs without the shared setup action"
     if path.name == "nightly.yml":
-        assert all(s["with"]["transformers"] == "latest" for s in setups)  # nightly follows the newest
+        # The nightly follows the newest transformers; the jobs that push hold pinned versions.
+        assert {s["with"]["transformers"] for s in setups} == {"latest", "pinned"}
+        assert any(s["with"].get("inductor-cache") for s in setups), f"{path.name}: no Inductor cache"
     else:
         assert all(s["with"]["transformers"] == "${{ env.TRANSFORMERS_VERSION }}" for s in setups)
         assert re.fullmatch(r"\d+\.\d+\.\d+", data["env"]["TRANSFORMERS_VERSION"])
-    if path.name not in NO_MODELS:
-        assert any(s["with"].get("inductor-cache") for s in setups), f"{path.name}: no Inductor cache"
     uploads = [s for _, s in steps(data)
                if s.get("uses", "").startswith(("actions/upload-artifact@", "actions/upload-pages-artifact@"))]
     assert uploads, f"{path.name}: results are not kept as artifacts"
@@ -218,11 +218,15 @@ def test_setup_action_installs_cpu_torch_first_and_caches_pip_and_inductor():
     action = load(ROOT / ".github" / "actions" / "setup" / "action.yml")
     steps_ = action["runs"]["steps"]
     assert action["inputs"]["torch-index"]["default"] == "https://download.pytorch.org/whl/cpu"
-    cache_paths = [s["with"]["path"] for s in steps_ if s.get("uses", "").startswith("actions/cache@")]
-    assert cache_paths == ["~/.cache/pip", "${{ env.TORCHINDUCTOR_CACHE_DIR }}"]
-    script = next(s["run"] for s in steps_ if "run" in s)
+    caches = [s for s in steps_ if s.get("uses", "").startswith("actions/cache@")]
+    assert [s["with"]["path"] for s in caches] == ["~/.cache/pip", "${{ env.TORCHINDUCTOR_CACHE_DIR }}"]
+    assert all("inputs.cache != 'none'" in s["if"] for s in caches)  # cache: none skips restore and save
+    assert any("bubblewrap" in s.get("run", "") for s in steps_)  # the sandbox of LLM-written code
+    script = next(s["run"] for s in steps_ if "pip install" in s.get("run", ""))
     torch_at = script.index('pip install torch==2.13.0 --index-url "$TORCH_INDEX"')
-    assert torch_at < script.index('pip install -e ".[dev]"') < script.index("pip install -U transformers")
+    # Pinned requirements, then enablebot without re-resolving its ranges; no unpinned `.[dev]`.
+    assert torch_at < script.index("pip install -r requirements-ci.txt") < script.index("pip install --no-deps -e .")
+    assert '.[dev]' not in script
 
 
 def test_nightly_runs_the_whole_loop_in_order():
@@ -239,17 +243,19 @@ def test_nightly_runs_the_whole_loop_in_order():
     def script(job: str) -> str:
         return "\n".join(s.get("run", "") for s in jobs[job]["steps"])
 
-    assert "enablebot watch --run" in script("watch")
-    # day 0: the release's new model types are registered and run before anything else
-    assert script("watch").index("enablebot sweep --only-new-types") < script("watch").index("enablebot watch --run")
-    assert "enablebot sweep --new-types-first --shard ${{ matrix.shard }}/4 --out results/shard-${{ matrix.shard }}" in script("sweep")
+    # Every step is the same `enablebot nightly` entry point that runs the loop locally.
+    nightly = 'enablebot nightly --config "$NIGHTLY" --step '
+    assert data["env"]["NIGHTLY"] == ".github/enablebot-nightly.yaml" and (ROOT / data["env"]["NIGHTLY"]).is_file()
+    assert nightly + "watch" in script("watch")
+    assert nightly + "sweep --shard ${{ matrix.shard }}/4" in script("sweep")
     assert "enablebot sweep --device cuda" in script("sweep-cuda")
     merge = script("merge")
-    order = ["enablebot merge results/shard-* --out results/merged", "enablebot check", "enablebot report sweep"]
+    order = [nightly + "merge", nightly + "check", nightly + "report"]
     assert [merge.index(s) for s in order] == sorted(merge.index(s) for s in order)
-    assert "enablebot fix \"$m\" --from-triage results/merged/triage.json --out fixes/" in script("fix")
-    assert "enablebot pr " in script("pr") and "--push" in script("pr")
-    assert "enablebot dashboard " in script("dashboard") and "--push" in script("dashboard")
+    assert nightly + "fix" in script("fix")
+    assert nightly + "pr" in script("pr")
+    assert nightly + "record" in script("dashboard") and nightly + "dashboard" in script("dashboard")
+    assert "python -c" not in json.dumps(jobs)  # no glue of its own
     # A baseline regression fails the run, after fix, pr and dashboard had their chance.
     check = next(s for s in jobs["merge"]["steps"] if s.get("id") == "baseline")
     assert check["continue-on-error"] is True
@@ -276,3 +282,26 @@ def test_run_takes_a_model_id_and_keeps_json_and_report():
     assert "--json out/result.json" in run_step["run"] and "out/report.txt" in run_step["run"]
     upload = next(s for _, s in steps(data) if s.get("uses", "").startswith("actions/upload-artifact@"))
     assert upload["with"]["path"] == "out"
+
+
+def test_candidate_code_jobs_hold_no_token_and_save_no_cache():
+    """LLM-written code runs in nightly's fix job and in verify: no write token, no GitHub token
+    in any step's environment, no cache restored or saved; the pr job runs no candidate code."""
+    nightly = load(ROOT / ".github" / "workflows" / "nightly.yml")
+    verify = load(ROOT / ".github" / "workflows" / "verify.yml")
+    for wf, job_name, run_step in ((nightly, "fix", "--step fix"), (verify, "verify", "enablebot verify")):
+        job = wf["jobs"][job_name]
+        perms = job.get("permissions", wf.get("permissions", {}))
+        assert all(v in ("read", "none") for v in perms.values()), (job_name, perms)
+        setups = [s for s in job["steps"] if s.get("uses") == "./.github/actions/setup"]
+        assert setups and all(s["with"].get("cache") == "none" for s in setups), job_name
+        assert not [s for s in job["steps"] if s.get("uses", "").startswith("actions/cache")]
+        candidate = next(s for s in job["steps"] if run_step in s.get("run", ""))
+        assert not any("token" in str(v).lower() for v in (candidate.get("env") or {}).values()), job_name
+        for s in job["steps"]:
+            if s.get("uses", "").startswith("actions/checkout@"):
+                assert s["with"]["persist-credentials"] is False
+    pr = nightly["jobs"]["pr"]
+    scripts = "\n".join(s.get("run", "") for s in pr["steps"])
+    assert "--step pr" in scripts and "enablebot fix" not in scripts and "enablebot verify" not in scripts
+    assert "--step fix" not in scripts and "--step sweep" not in scripts

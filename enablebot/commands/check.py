@@ -55,8 +55,9 @@ def register(app: typer.Typer) -> None:
             md = f"### {path.name}\n\n" + rep.markdown()
             Console().print(Markdown(md))
             if summary:
-                with open(summary, "a", encoding="utf-8") as fh:
-                    fh.write(md)
+                from ..redact import append_text
+
+                append_text(summary, md)
             failed |= rep.failed or (strict and bool(rep.improvements))
         if failed:
             raise typer.Exit(1)

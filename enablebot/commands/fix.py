@@ -20,6 +20,19 @@ def _split(values: Optional[list[str]]) -> Optional[list[str]]:
     return out
 
 
+def _require_sandbox(err: Console, unsafe: bool) -> None:
+    """LLM-written code runs only in the sandbox, or under the loudly named opt-out."""
+    from ..sandbox import UNSAFE_ENV, SandboxUnavailable, require
+
+    if unsafe:
+        os.environ[UNSAFE_ENV] = "1"
+    try:
+        require()
+    except SandboxUnavailable as e:
+        err.print(f"[red]error:[/red] {e}")
+        raise typer.Exit(2)
+
+
 def register(app: typer.Typer) -> None:
     @app.command("fix")
     def fix(
@@ -52,6 +65,9 @@ def register(app: typer.Typer) -> None:
                                             help="for a model type that fails to build or run eager: ask the LLM for "
                                                  "a registry entry (config overrides / input recipe, data only), "
                                                  "validate, verify (build + eager + Dynamo) and bundle it"),
+        unsafe_no_sandbox: bool = typer.Option(False, "--unsafe-no-sandbox",
+                                               help="DANGEROUS: run LLM-written code without the bubblewrap sandbox "
+                                                    "(it can then read your keys and write anywhere)"),
     ) -> None:
         """Reproduce MODEL_ID's graph breaks, try Dynamo config recipes, ask an LLM for a patch
         (applied in an overlay, never to site-packages), verify, and write a bundle per cluster."""
@@ -77,6 +93,8 @@ def register(app: typer.Typer) -> None:
             err.print("[red]error:[/red] --budget-usd needs --usd-per-mtok-in / --usd-per-mtok-out to count cost")
             raise typer.Exit(2)
         llm = LLMClient.from_env(llm_model, max_tokens=max_tokens, budget=budget)
+        if llm is not None:
+            _require_sandbox(err, unsafe_no_sandbox)  # before any LLM call is paid for
         if llm is None:
             err.print("[yellow]no LLM configured[/yellow] (set OPENAI_BASE_URL or OPENAI_API_KEY, and --llm-model): "
                       "trying Dynamo config recipes only")
@@ -115,6 +133,9 @@ def register(app: typer.Typer) -> None:
         bundles: list[Path] = typer.Argument(..., help="fix bundle directories (with bundle.json)"),
         device: str = typer.Option("cpu", help="cpu or cuda"),
         speed_threshold: float = typer.Option(0.95, help="min unpatched/patched compiled-time ratio"),
+        unsafe_no_sandbox: bool = typer.Option(False, "--unsafe-no-sandbox",
+                                               help="DANGEROUS: run LLM-written code without the bubblewrap sandbox "
+                                                    "(it can then read your keys and write anywhere)"),
         sample_models: Optional[list[str]] = typer.Option(None, "--sample-models",
                                                           help="other architectures to re-check (comma-separated)"),
         backend: Optional[str] = typer.Option(None, help="override the bundle's torch.compile backend"),
@@ -137,6 +158,7 @@ def register(app: typer.Typer) -> None:
             except (FileNotFoundError, ValueError) as e:
                 err.print(f"[red]error:[/red] {e}")
                 raise typer.Exit(2)
+        _require_sandbox(err, unsafe_no_sandbox)
         results = []
         cache: dict = {}  # unpatched runs shared by bundles of the same model
         for b in bundles:
@@ -151,10 +173,13 @@ def register(app: typer.Typer) -> None:
         Console().print(text, markup=False, highlight=False)
         targets = [p for p in (summary, Path(os.environ["GITHUB_STEP_SUMMARY"]) if os.environ.get("GITHUB_STEP_SUMMARY") else None) if p]
         for t in targets:
-            with open(t, "a", encoding="utf-8") as f:
-                f.write(text)
+            from ..redact import append_text
+
+            append_text(t, text)
         if json_path:
-            json_path.write_text(json.dumps([{"bundle": n, "error": e, "verification": v.to_dict() if v else None}
-                                             for n, v, e in results], indent=1), encoding="utf-8")
+            from ..redact import write_text
+
+            write_text(json_path, json.dumps([{"bundle": n, "error": e, "verification": v.to_dict() if v else None}
+                                             for n, v, e in results], indent=1))
         if not all(v is not None and v.passed for _, v, _ in results):
             raise typer.Exit(1)

@@ -40,8 +40,9 @@ def _fail(err: Console, message: str, code: int) -> None:
 def _step_summary(markdown: str) -> None:
     path = os.environ.get("GITHUB_STEP_SUMMARY")
     if path:
-        with open(path, "a", encoding="utf-8") as f:
-            f.write(markdown + "\n")
+        from ..redact import append_text
+
+        append_text(path, markdown + "\n")
 
 
 def register(app: typer.Typer) -> None:
@@ -66,6 +67,10 @@ def register(app: typer.Typer) -> None:
         repos = parse_repo_map(repo)
         plans = []
         bad_input = False
+        from ..fix.bundle import find_bundles
+
+        # A directory of bundles (fixes/ or fixes/<model>/) stands for every bundle under it.
+        bundles = [b for d in bundles for b in (find_bundles(d) or [d])]
         for d in bundles:
             try:
                 p = plan_pr(d)
@@ -209,4 +214,6 @@ def _report(err: Console, outcomes: list, json_out: Optional[Path]) -> None:
         _step_summary("### enablebot pr\n\n" + "\n".join(md))
     if json_out:
         json_out.parent.mkdir(parents=True, exist_ok=True)
-        json_out.write_text(json.dumps([o.to_dict() for o in outcomes], indent=2) + "\n", encoding="utf-8")
+        from ..redact import write_text
+
+        write_text(json_out, json.dumps([o.to_dict() for o in outcomes], indent=2) + "\n")

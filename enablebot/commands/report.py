@@ -11,6 +11,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from ..redact import write_text as write_redacted
+
 report_app = typer.Typer(help="Reports over model_registry.yaml.", no_args_is_help=True)
 
 
@@ -62,7 +64,7 @@ def support(
     out.print(summary)
     if json_path:
         json_path.parent.mkdir(parents=True, exist_ok=True)
-        json_path.write_text(json.dumps(rep.to_dict(), indent=2) + "\n", encoding="utf-8")
+        write_redacted(json_path, json.dumps(rep.to_dict(), indent=2) + "\n")
 
 
 def register(app: typer.Typer) -> None:

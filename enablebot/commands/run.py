@@ -10,6 +10,8 @@ from typing import Optional
 import typer
 from rich.console import Console
 
+from ..redact import write_text as write_redacted
+
 DEVICES = ("cpu", "cuda")
 
 
@@ -94,5 +96,5 @@ def register(app: typer.Typer) -> None:
         Console().print(rich_summary(result))
         if json_path:
             json_path.parent.mkdir(parents=True, exist_ok=True)
-            json_path.write_text(json.dumps(result.to_dict(), indent=1), encoding="utf-8")
+            write_redacted(json_path, json.dumps(result.to_dict(), indent=1))
             err.print(f"result written to {json_path}")

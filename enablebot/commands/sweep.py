@@ -153,8 +153,9 @@ def register(app: typer.Typer) -> None:
             print(p)
         summary = os.environ.get("GITHUB_STEP_SUMMARY")
         if summary:
-            with open(summary, "a", encoding="utf-8") as fh:
-                fh.write((results / "report.md").read_text(encoding="utf-8"))
+            from ..redact import append_text
+
+            append_text(summary, (results / "report.md").read_text(encoding="utf-8"))
 
     @app.command("merge")
     def merge(

@@ -12,6 +12,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from ..redact import write_text as write_redacted
+
 _AGE = re.compile(r"^(\d+)\s*([dhm])$")
 _KIND_STYLE = {"new": "green", "needs_newer_transformers": "yellow", "remote_code": "magenta",
                "registered": "dim", "ignored": "dim", "skipped": "red"}
@@ -126,7 +128,7 @@ def register(app: typer.Typer) -> None:
                       "between the cursor and the oldest one examined were not seen (raise --limit or poll more often)")
         if json_path:
             json_path.parent.mkdir(parents=True, exist_ok=True)
-            json_path.write_text(json.dumps(report.to_dict(), indent=2) + "\n", encoding="utf-8")
+            write_redacted(json_path, json.dumps(report.to_dict(), indent=2) + "\n")
         if report.stopped:
             err.print(f"[red]error:[/red] the poll stopped early: {report.stopped}\n"
                       "What was handled is saved; the next poll resumes from the cursor.")

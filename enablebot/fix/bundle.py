@@ -84,3 +84,14 @@ class FixBundle(Serializable):
 def read_patch(directory: str | Path) -> str | None:
     p = Path(directory) / "patch.diff"
     return p.read_text(encoding="utf-8") if p.is_file() else None
+
+
+def find_bundles(root: str | Path) -> list[Path]:
+    """Bundle directories under `root`: `root` itself, `root/<cluster>` or, as `fix --out`
+    writes them, `root/<model>/<cluster>`."""
+    r = Path(root)
+    if (r / "bundle.json").is_file():
+        return [r]
+    if not r.is_dir():
+        return []
+    return sorted({p.parent for pat in ("*/bundle.json", "*/*/bundle.json") for p in r.glob(pat)})

@@ -61,20 +61,8 @@ class Budget(Serializable):
         return None
 
 
-# Values of these environment variables never reach a transcript or a log.
-SECRET_ENV = ("OPENAI_API_KEY", "GITHUB_TOKEN", "GH_TOKEN", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "ANTHROPIC_API_KEY")
-_TOKEN_RE = re.compile(r"\b(?:sk-[A-Za-z0-9_\-]{8,}|gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}|hf_[A-Za-z0-9]{20,})")
-_BEARER_RE = re.compile(r"(Bearer\s+)[^\s\"']+", re.I)
-
-
-def redact(text: str, secrets: tuple[str, ...] | list[str] = ()) -> str:
-    """Remove secret values (explicit, from SECRET_ENV, or token-shaped) from text."""
-    values = [s for s in secrets if s] + [os.environ[k] for k in SECRET_ENV if os.environ.get(k)]
-    for v in sorted(set(values), key=len, reverse=True):
-        if len(v) >= 4:
-            text = text.replace(v, "[REDACTED]")
-    text = _TOKEN_RE.sub("[REDACTED]", text)
-    return _BEARER_RE.sub(r"\1[REDACTED]", text)
+# One redaction for every file the bot writes (transcripts included): enablebot.redact.
+from ..redact import SECRET_ENV, redact  # noqa: E402,F401 - re-exported for callers of fix.llm
 
 
 class Transcript:

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from ..redact import write_text
 from ..results import RunResult, RunSpec, Serializable
 from . import clusters as cl
 from .agent import AgentResult, run_agent
@@ -194,7 +195,8 @@ def _write_bundle(bdir: Path, baseline: RunResult, cluster: cl.Cluster, outcome:
         (bdir / stale).unlink(missing_ok=True)
     if best_patch is not None:
         ver, kind = best_patch.verification, "patch"
-        (bdir / "patch.diff").write_text(best_patch.diff or "", encoding="utf-8")
+        # Redacted like every file: a patch carrying a key then fails the chain of custody.
+        write_text(bdir / "patch.diff", best_patch.diff or "")
         target = target_of(best_patch.files)
     elif best_recipe is not None:
         ver, kind, target = best_recipe.verification, "recipe", "config"
@@ -218,11 +220,10 @@ def _write_bundle(bdir: Path, baseline: RunResult, cluster: cl.Cluster, outcome:
         ver.save(bdir)
     src = transcript.path
     if src and src.is_file():
-        shutil.copyfile(src, bdir / "transcript.jsonl")
+        write_text(bdir / "transcript.jsonl", src.read_text(encoding="utf-8"))
     else:
         (bdir / "transcript.jsonl").write_text("", encoding="utf-8")
-    (bdir / "report.md").write_text(render_report(bundle, ver, outcome, best_patch.diff if best_patch else None),
-                                    encoding="utf-8")
+    write_text(bdir / "report.md", render_report(bundle, ver, outcome, best_patch.diff if best_patch else None))
     outcome.bundle_dir = str(bdir)
 
 

@@ -5,7 +5,10 @@ LLM output is untrusted data. A patch is accepted only when
 - every path is relative, normalised (no `..`, no absolute path, no backslash) and inside
   the allow-list: `torch/_dynamo/**`, `torch/_inductor/**`, or the model's own
   `src/transformers/models/<type>/modeling_<type>.py`;
-- it stays under a size limit (bytes, files, changed lines).
+- it stays under a size limit (bytes, files, changed lines);
+- its added lines carry no side effects: no process, file, network, `eval`/`exec`/`compile`,
+  dynamic-import or introspection-escape calls, and no module-level call (code that would run
+  at import). A graph-break fix rewrites tensor code; it never needs those (`side_effects`).
 Anything touching tests, the verifier, the harness or the bot itself is outside the
 allow-list and so rejected; `FORBIDDEN` names them explicitly for a clearer message.
 """
@@ -117,6 +120,45 @@ def check_path(path: str, policy: PatchPolicy) -> str:
     return path
 
 
+_SIDE_MODULES = ("os", "sys", "subprocess", "socket", "shutil", "ctypes", "urllib", "http", "requests", "httpx",
+                 "pathlib", "importlib", "builtins", "pickle", "marshal", "multiprocessing", "threading", "signal",
+                 "tempfile", "io", "glob", "asyncio", "pty", "fcntl", "resource", "mmap", "webbrowser", "ftplib",
+                 "smtplib", "ssl", "select", "runpy", "code", "codeop", "zipimport", "sysconfig", "site")
+_MOD = "|".join(_SIDE_MODULES)
+_SIDE_RULES = (
+    (re.compile(rf"^\s*(?:import\s+(?:{_MOD})\b|from\s+(?:{_MOD})(?:\.|\s+import\b))"),
+     "imports a module with process, file, network or import machinery ({m})"),
+    (re.compile(rf"(?<![\w.])(?:{_MOD})\s*\.\s*\w"), "uses a process, file, network or import module ({m})"),
+    (re.compile(r"(?<![\w.])(?:eval|exec|compile|__import__|open|breakpoint|input|globals|locals|vars)\s*\("),
+     "calls {m} (code execution, file access or namespace escape)"),
+    (re.compile(r"__(?:builtins|import|subclasses|globals|code|loader|spec|bases|mro)__"),
+     "touches interpreter internals ({m})"),
+    (re.compile(r"\btorch\s*\.\s*(?:save|load|hub|ops\s*\.\s*load_library)\b|cpp_extension|load_inline"),
+     "reads or writes files or loads native code through torch ({m})"),
+)
+_TOP_LEVEL_OK = re.compile(r"^(?:def |async def |class |@|#|import |from |if TYPE_CHECKING|[)\]},\s]*$|\w+\s*(?::[^=]+)?=)")
+_STRING = re.compile(r"(\"\"\"|\'\'\'|\"|\')(?:\\.|(?!\1).)*?\1")
+
+
+def side_effects(path: str, added: list[str]) -> list[str]:
+    """Why the added lines of `path` are refused (empty when they are fine). Strings and
+    comments are ignored; a patch whose line needs one of these things is not a compile fix."""
+    reasons: list[str] = []
+    for ln in added:
+        code = _STRING.sub('""', ln).split("#", 1)[0]
+        if not code.strip():
+            continue
+        for rule, why in _SIDE_RULES:
+            m = rule.search(code)
+            if m:
+                reasons.append(f"{path}: the added line {ln.strip()[:120]!r} {why.format(m=m.group(0).strip())}")
+        top = not code[:1].isspace() and not code.startswith(("def ", "async def ", "class ", "@"))
+        if top and (not _TOP_LEVEL_OK.match(code) or "(" in code and not code.startswith(("import ", "from "))):
+            reasons.append(f"{path}: the added module-level line {ln.strip()[:120]!r} would run at import; "
+                           "only definitions, imports and constants may be added at module level")
+    return reasons
+
+
 def check_patch(diff: str, policy: PatchPolicy) -> CheckedPatch:
     """Parse and police a diff; raises PatchRejected with a message fit to feed back."""
     from unidiff import PatchSet
@@ -160,6 +202,9 @@ def check_patch(diff: str, policy: PatchPolicy) -> CheckedPatch:
         if src in files:
             raise PatchRejected(f"{src} appears twice in the patch")
         files.append(src)
+        bad = side_effects(src, [ln.value.rstrip("\n") for h in pf for ln in h if ln.is_added])
+        if bad:
+            raise PatchRejected("the patch adds side effects that a compile fix never needs: " + "; ".join(bad[:3]))
         added += pf.added
         removed += pf.removed
     if added + removed == 0:

@@ -113,15 +113,19 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run(mode: str, spec: RunSpec, data_path: Path, timeout_s: float, log_path: Path) -> dict[str, Any]:
-    from ..isolation import child_env
+    from ..isolation import child_command
 
     work = Path(tempfile.mkdtemp(prefix="enablebot-ref-"))
     spec_path, out_path = work / "spec.json", work / "out.json"
     spec_path.write_text(json.dumps(spec.to_dict()), encoding="utf-8")
     with open(log_path, "ab") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "enablebot.fix.reference", mode, str(spec_path),
-                                 str(data_path), str(out_path)], stdout=log, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, env=child_env(spec), start_new_session=True)
+        # The patched (check) child is sandboxed: it may write only its own work dir, never the dump.
+        writable = [work] + ([data_path.parent] if mode == "dump" else [])
+        argv, env = child_command([sys.executable, "-m", "enablebot.fix.reference", mode, str(spec_path),
+                                   str(data_path), str(out_path)], spec, writable=writable,
+                                  readable=[data_path] if mode == "check" else [])
+        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+                                start_new_session=True)
         try:
             proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:

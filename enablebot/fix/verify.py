@@ -75,6 +75,9 @@ class Verification(Serializable):
     heldout_shape: list[int] = field(default_factory=list)  # batch, seq_len
     speed_ratio: float | None = None  # > 1: the candidate is faster (see _ratio)
     samples: list[SampleCheck] = field(default_factory=list)
+    # Chain of custody (enablebot.fix.custody): the exact patch verified and each touched file.
+    patch_sha256: str = ""
+    files_sha256: dict[str, dict[str, str]] = field(default_factory=dict)
     started_at: str = ""
     duration_s: float = 0.0
 
@@ -192,8 +195,20 @@ def _x(v: float | None) -> str:
     return "n/a" if v is None else f"{v:.2f}x"
 
 
+def installed_py_files(packages: tuple[str, ...] = ("torch", "transformers")) -> list[str]:
+    """Every .py file of the installed packages (found without importing them)."""
+    import importlib.util
+
+    out: list[str] = []
+    for pkg in packages:
+        spec = importlib.util.find_spec(pkg)
+        if spec and spec.origin:
+            out.extend(str(p) for p in Path(spec.origin).parent.rglob("*.py"))
+    return out
+
+
 def _hashes(paths: list[str]) -> dict[str, str]:
-    return {p: hashlib.sha256(Path(p).read_bytes()).hexdigest() for p in paths}
+    return {p: hashlib.sha256(Path(p).read_bytes()).hexdigest() if Path(p).is_file() else "missing" for p in paths}
 
 
 def sample_models_for(files: list[str], model_type: str | None, limit: int) -> list[str]:
@@ -278,12 +293,20 @@ def verify_candidate(baseline: RunResult, ref: ClusterRef, *, overlay_dir: str |
         from .overlay import load_overlay
 
         overlay = load_overlay(overlay_dir)
-        installed, diff = _hashes([f.installed for f in overlay.files]), overlay.canonical_diff
+        diff = overlay.canonical_diff
+        # Every .py of torch and transformers, not only the shadowed files: a candidate that
+        # escaped its sandbox could write anywhere in them (the sandbox mounts them read-only).
+        installed = _hashes(sorted({*installed_py_files(), *(f.installed for f in overlay.files)}))
 
     v = Verification(passed=False, model_id=spec.model_id, cluster=ref, spec=spec,
                      kind="patch" if overlay_dir else "recipe", dynamo_config=dict(settings or {}), files=files,
                      before=snapshot(baseline, ref),
                      started_at=_dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat())
+    if overlay_dir:
+        from .custody import seal
+
+        sealed = seal(overlay.canonical_diff, overlay_dir)
+        v.patch_sha256, v.files_sha256 = sealed["patch_sha256"], sealed["files_sha256"]
     checks = v.checks
     if diff:
         texts = [(f.upstream, Path(f.installed).read_text(encoding="utf-8"),
@@ -330,9 +353,11 @@ def verify_candidate(baseline: RunResult, ref: ClusterRef, *, overlay_dir: str |
                 g = gates.samples_speed([(s.model_id, s.before_timing, s.after_timing) for s in v.samples])
                 checks.append(Check(g.name, g.passed, g.detail))
     if installed:
-        same = _hashes(list(installed)) == installed
-        checks.append(Check("installed_unchanged", same, "site-packages files unchanged" if same
-                            else "an installed file changed while verifying"))
+        now = _hashes(list(installed))
+        changed = sorted(p for p in set(installed) | set(now) if installed.get(p) != now.get(p))
+        checks.append(Check("installed_unchanged", not changed,
+                            f"all {len(installed)} .py files of torch and transformers unchanged" if not changed
+                            else f"{len(changed)} installed file(s) changed while verifying: {', '.join(changed[:5])}"))
     v.passed = all(c.passed for c in checks)
     v.duration_s = round(time.time() - started, 3)
     return v
