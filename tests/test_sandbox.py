@@ -24,7 +24,11 @@ SWITCH = (FIX / "switch_transformers_static_experts.diff").read_text()
 SWITCH_FILE = "src/transformers/models/switch_transformers/modeling_switch_transformers.py"
 ROOT = Path(__file__).resolve().parent.parent
 
-pytestmark = pytest.mark.skipif(not sandbox.available(), reason="bubblewrap is required: apt-get install -y bubblewrap")
+
+
+def test_the_sandbox_is_available_here():
+    """Not a skip: the guards below must run. scripts/setup.sh installs bubblewrap as root."""
+    assert sandbox.available(), "bubblewrap is required: apt-get install -y bubblewrap (scripts/setup.sh does it)"
 
 PAYLOAD = '''
 def _enablebot_payload():
