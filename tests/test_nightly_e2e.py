@@ -15,7 +15,6 @@ import typer
 import yaml
 from typer.testing import CliRunner
 
-from enablebot import sandbox
 from enablebot.commands import nightly as nightly_cmd
 from enablebot.fix.overlay import locate
 from enablebot.registry import Registry
