@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .registry import atomic_write_text
+from .fileio import atomic_write_text
 from .results import RunResult, Serializable
 from .verdict import Verdict
 

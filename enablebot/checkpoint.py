@@ -62,7 +62,7 @@ class Checkpoint:
 
 
 def write_results(path: Path, results: Iterable[RunResult]) -> None:
-    from .registry import atomic_write_text
+    from .fileio import atomic_write_text
 
     text = "".join(json.dumps(r.to_dict(), separators=(",", ":")) + "\n" for r in sorted(results, key=lambda r: r.key))
     atomic_write_text(path, text)

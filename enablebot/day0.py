@@ -85,12 +85,12 @@ def pypi_release_date(package: str, version: str, *, timeout: float = 5.0) -> st
         with urllib.request.urlopen(url, timeout=timeout) as resp:  # noqa: S310 - a fixed https URL
             data = json.loads(resp.read().decode("utf-8"))
         times = sorted(u["upload_time_iso_8601"] for u in data.get("urls", []) if u.get("upload_time_iso_8601"))
-        return _iso(times[0]) if times else None
+        return iso_date(times[0]) if times else None
     except Exception:  # noqa: BLE001 - no network, a mirror without the JSON API: fall back to first seen
         return None
 
 
-def _iso(text: str) -> str:
+def iso_date(text: str) -> str:
     t = _dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
     return t.astimezone(_dt.timezone.utc).replace(microsecond=0).isoformat()
 

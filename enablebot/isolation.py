@@ -24,7 +24,7 @@ from .worker import PROGRESS_PREFIX
 LOG_TAIL_CHARS = 4000
 
 
-def _tail(path: Path, n: int = LOG_TAIL_CHARS) -> str:
+def log_tail(path: Path, n: int = LOG_TAIL_CHARS) -> str:
     try:
         with open(path, "rb") as f:
             f.seek(0, os.SEEK_END)
@@ -94,13 +94,13 @@ def run_in_child(spec: RunSpec, *, log_dir: Path | None = None,
     started = time.time()
     with open(log_path, "wb") as log:
         writable = [workdir] + ([Path(spec.trace_dir)] if spec.trace_dir else [])
-        argv, env = child_command([sys.executable, "-m", "enablebot.worker", str(spec_path), str(out_path)],
+        argv, env = child_command([sys.executable, "-m", "enablebot.worker", "run", str(spec_path), str(out_path)],
                                   spec, writable=writable, sandbox=sandbox)
         proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 env=env, start_new_session=True)
         timed_out = _wait(proc, spec.timeout_s, log_path, progress)
     elapsed = round(time.time() - started, 3)
-    tail = _tail(log_path)
+    tail = log_tail(log_path)
 
     if not timed_out and out_path.exists():
         try:
@@ -108,12 +108,12 @@ def run_in_child(spec: RunSpec, *, log_dir: Path | None = None,
             result.log_tail = tail if not result.ok else ""
             return result
         except (ValueError, TypeError) as e:
-            return _failed(spec, "crash", ErrorInfo("child", type(e).__name__, f"unreadable result: {e}"), tail, elapsed)
+            return failed_result(spec, "crash", ErrorInfo("child", type(e).__name__, f"unreadable result: {e}"), tail, elapsed)
     if timed_out:
         info = ErrorInfo("child", "Timeout", f"no result after {spec.timeout_s:.0f} s; the process group was killed")
-        return _failed(spec, "timeout", info, tail, elapsed)
+        return failed_result(spec, "timeout", info, tail, elapsed)
     info = ErrorInfo("child", "Crash", f"the model process {_describe_exit(proc.returncode)}")
-    return _failed(spec, "crash", info, tail, elapsed)
+    return failed_result(spec, "crash", info, tail, elapsed)
 
 
 def _wait(proc: subprocess.Popen, timeout_s: float, log_path: Path,
@@ -150,15 +150,15 @@ def _relay(log_path: Path, pos: int, progress: Callable[[str], None]) -> int:
     return pos + end
 
 
-def _failed(spec: RunSpec, verdict: str, info: ErrorInfo, tail: str, elapsed: float) -> RunResult:
+def failed_result(spec: RunSpec, verdict: str, info: ErrorInfo, tail: str, elapsed: float) -> RunResult:
     import datetime as _dt
 
-    return RunResult(spec=spec, verdict=verdict, versions=_parent_versions(), error=info, log_tail=tail,
+    return RunResult(spec=spec, verdict=verdict, versions=parent_versions(), error=info, log_tail=tail,
                      duration_s=elapsed,
                      started_at=_dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat())
 
 
-def _parent_versions() -> Versions:
+def parent_versions() -> Versions:
     # Versions without importing torch in the parent (it may be the sweep's light process).
     from importlib.metadata import PackageNotFoundError, version
 

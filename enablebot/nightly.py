@@ -208,7 +208,7 @@ def step_fix(cfg: NightlyConfig, say: Callable[[str], None] = lambda _m: None) -
     from .fix.llm import Budget, LLMClient
     from .fix.loop import FixOptions, fix_model
     from .fix.verify import VerifyOptions
-    from .isolation import _parent_versions
+    from .isolation import parent_versions
     from .sandbox import require
 
     f = cfg.fix
@@ -217,7 +217,7 @@ def step_fix(cfg: NightlyConfig, say: Callable[[str], None] = lambda _m: None) -
         return StepLog("fix", True, "no triage.json: nothing to fix")
     require()  # LLM-written code runs only in the sandbox (or under the loud opt-out)
     llm = LLMClient.from_env(f.get("llm_model"), budget=Budget(max_total_tokens=f.get("max_total_tokens", 200_000)))
-    v = _parent_versions()
+    v = parent_versions()
     have = {"torch": v.torch, "transformers": v.transformers}
     done, fixed = [], []
     for model in top_models(triage, int(f.get("top", 5))):

@@ -12,8 +12,8 @@ Workers start from a fork server by default (`start_method="forkserver"`): one p
 imports torch, Dynamo, transformers and the runner once (`enablebot.preload`, which never
 initialises CUDA) and every worker is forked from it, so a new or replacement worker costs
 milliseconds instead of seconds of imports. `start_method="spawn"` (or the environment
-variable ENABLEBOT_POOL_START=spawn) gives fresh interpreters; a fix overlay always uses
-spawn, since its patched files must be imported before torch and transformers are.
+variable ENABLEBOT_POOL_START=spawn) gives fresh interpreters. Workers never run candidate code: an overlay goes through the sandboxed
+`isolation.run_in_child`, and the pool refuses one.
 """
 
 from __future__ import annotations
@@ -27,44 +27,10 @@ from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
-from .isolation import _failed, _tail
+from .isolation import failed_result, log_tail
+from .worker import serve
 from .results import ErrorInfo, RunResult, RunSpec
 from .sandbox import Limits
-
-
-def _worker_main(conn: Connection, log_path: str, limits: "Limits | None", threads: int | None,
-                 env: dict[str, str] | None = None) -> None:
-    # Own process group: killing it also kills Inductor's compile workers.
-    os.setsid()
-    if env is not None:
-        # A forked worker inherits the fork server's environment, fixed when it started; the
-        # pool's is the one that counts (settings torch read at import keep the server's).
-        os.environ.clear()
-        os.environ.update(env)
-    fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    os.dup2(fd, 1)
-    os.dup2(fd, 2)
-    os.environ["PYTHONUNBUFFERED"] = "1"
-    if limits is not None:
-        limits.apply()  # address space etc.: an over-sized model fails here, not the machine
-    if threads:
-        import torch
-
-        # N workers each using every core oversubscribe the CPU; tiny models gain nothing from threads.
-        torch.set_num_threads(threads)
-    from enablebot.runner import run_spec
-
-    while True:
-        try:
-            msg = conn.recv()
-        except EOFError:
-            return
-        if msg is None:
-            return
-        spec = RunSpec.from_dict(msg)
-        print(f"=== {spec.model_id} {spec.task or ''} {spec.mode}", flush=True)
-        result = run_spec(spec, progress=lambda m: print("[enablebot] " + m, flush=True))
-        conn.send(result.to_dict())
 
 
 @dataclass
@@ -98,7 +64,7 @@ class WorkerPool:
         if self.overlay_dir:
             raise ValueError("WorkerPool does not run candidate code (overlay_dir); use isolation.run_in_child, "
                              "which sandboxes it")
-        self.start_method = _start_method(self.start_method, self.overlay_dir)
+        self.start_method = _start_method(self.start_method)
         if self._ctx is None:
             self._ctx = mp.get_context(self.start_method)
             if self.start_method == "forkserver":
@@ -110,7 +76,7 @@ class WorkerPool:
         log_path = self.log_dir / f"worker-{os.getpid()}-{self._serial}.log"
         parent, child = self._ctx.Pipe()
         env = dict(os.environ) if self.start_method == "forkserver" else None
-        proc = self._ctx.Process(target=_worker_main, args=(child, str(log_path), self.limits, self.threads, env),
+        proc = self._ctx.Process(target=serve, args=(child, str(log_path), self.limits, self.threads, env),
                                  daemon=True)
         proc.start()
         child.close()
@@ -184,11 +150,11 @@ class WorkerPool:
         if w.proc.is_alive() and time.time() >= w.started + w.spec.timeout_s:
             self._kill(w)
             info = ErrorInfo("child", "Timeout", f"no result after {w.spec.timeout_s:.0f} s; the worker was killed")
-            return _failed(w.spec, "timeout", info, tail, elapsed)
+            return failed_result(w.spec, "timeout", info, tail, elapsed)
         w.proc.join(timeout=5)
         code = w.proc.exitcode
         how = f"killed by {signal.Signals(-code).name}" if code and code < 0 else f"exited with status {code}"
-        return _failed(w.spec, "crash", ErrorInfo("child", "Crash", f"the model process {how}"), tail, elapsed)
+        return failed_result(w.spec, "crash", ErrorInfo("child", "Crash", f"the model process {how}"), tail, elapsed)
 
     def _retire(self, w: _Worker) -> None:
         if w.proc.is_alive():
@@ -207,12 +173,12 @@ PRELOAD = ("enablebot.preload",)
 START_METHODS = ("forkserver", "spawn")
 
 
-def _start_method(asked: str | None, overlay_dir: str | None) -> str:
+def _start_method(asked: str | None) -> str:
     method = asked or os.environ.get("ENABLEBOT_POOL_START") or "forkserver"
     if method not in START_METHODS:
         raise ValueError(f"pool start method must be one of {START_METHODS}, got {method!r}")
-    if overlay_dir or method not in mp.get_all_start_methods():
-        return "spawn"  # an overlay must be installed before torch is imported; no fork server off POSIX
+    if method not in mp.get_all_start_methods():
+        return "spawn"  # no fork server off POSIX
     return method
 
 
@@ -241,5 +207,5 @@ def _tail_since(path: Path, offset: int) -> str:
             f.seek(offset)
             data = f.read()
     except OSError:
-        return _tail(path)
+        return log_tail(path)
     return data[-4000:].decode("utf-8", "replace")

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import re
-from pathlib import Path
 from typing import Iterable
 
 SECRET_ENV = ("OPENAI_API_KEY", "GITHUB_TOKEN", "GH_TOKEN", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "ANTHROPIC_API_KEY",
@@ -36,16 +35,3 @@ def redact(text: str, secrets: Iterable[str] = ()) -> str:
             text = text.replace(v, MARK)
     text = _TOKEN_RE.sub(MARK, text)
     return _BEARER_RE.sub(r"\1" + MARK, text)
-
-
-def write_text(path: str | Path, text: str) -> None:
-    """Atomic, redacted write of a file the bot produces."""
-    from .registry import atomic_write_text
-
-    atomic_write_text(Path(path), text)  # atomic_write_text redacts
-
-
-def append_text(path: str | Path, text: str) -> None:
-    """Redacted append (step summaries, JSONL checkpoints)."""
-    with open(path, "a", encoding="utf-8") as f:
-        f.write(redact(text))

@@ -24,13 +24,13 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from .fileio import atomic_write_text
 from .results import Serializable
 from .shipped import shipped
 
@@ -227,26 +227,3 @@ def _load_state(path: Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise RegistryError(f"{path}: expected a JSON object")
     return data
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write `text` to `path` so that readers see the old or the new file, never a torn one.
-    Secrets are redacted (enablebot.redact): every file the bot writes goes through here."""
-    from .redact import redact
-
-    text = redact(text)
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise

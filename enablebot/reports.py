@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .checkpoint import RESULTS_FILE, load_results
-from .registry import atomic_write_text
+from .fileio import atomic_write_text
 from .results import OK_VERDICTS, VERDICTS, RunResult, Serializable
 from .verdict import Verdict
 from .triage import Cluster, by_type, cluster_breaks

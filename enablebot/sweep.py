@@ -229,7 +229,7 @@ def _apply_reuse(specs: list[RunSpec], keys: dict, ckpt: Checkpoint, reuse_from:
 
     from .checkpoint import RESULTS_FILE, load_results
     from .incremental import DECISIONS_FILE, append_key, load_keys, plan_reuse
-    from .registry import atomic_write_text
+    from .fileio import atomic_write_text
 
     t0 = time.time()
     previous = load_results(reuse_from / RESULTS_FILE)

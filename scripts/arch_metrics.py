@@ -25,10 +25,12 @@ VERDICT_WORDS = {"full_graph", "graph_break", "compile_error", "eager_error", "c
                  "missing_dependency", "memory_limit", "skipped", "eager_ok"}
 # Layers of the target layout, lowest first; a module may import only its own layer or lower ones.
 # "" is the package root: the shared vocabulary every layer uses (results, verdict, file helpers).
-LAYERS = ("", "model", "measure", "execute", "sweep", "watch", "fix", "pr", "site", "commands", "testing", "cli")
+LAYERS = ("", "model", "measure", "execute", "sweep", "watch", "fix", "pr", "site", "orchestrate", "commands",
+          "testing", "cli")
 # Where each module of the older flat layout belongs, so the same layering measures both layouts.
 FLAT = {
-    "results": "", "verdict": "", "shipped": "", "fileio": "", "versions": "", "choices": "",
+    "results": "", "verdict": "", "shipped": "", "fileio": "", "versions": "", "choices": "", "redact": "",
+    "budget": "model", "heldout": "measure", "overlay_loader": "execute",
     "registry": "model", "catalog": "model", "resolve": "model", "shrink": "model", "inputs": "model",
     "hooks": "model", "build": "model", "prepare": "model", "padding": "model", "loss": "model", "seed": "model",
     "runner": "measure", "graph_breaks": "measure", "numerics": "measure", "timing": "measure",
@@ -38,7 +40,7 @@ FLAT = {
     "coverage": "sweep", "day0": "sweep", "compare": "sweep", "incremental": "sweep",
     "hub": "model", "tensors": "measure", "watch": "watch", "support": "watch",
     "pr": "pr", "pr_body": "pr", "dashboard": "pr", "github_client": "pr", "pr_fetch": "pr",
-    "nightly": "commands", "cli": "cli",
+    "nightly": "orchestrate", "cli": "cli",
 }
 
 

@@ -20,7 +20,7 @@ def spec(model, mode="eval", task="base", **kw):
 
 
 def test_longest_first_starts_the_slowest_model_first_and_keeps_its_items_together():
-    history = {"a|base|eval": 1.0, "a|base|train": 2.0, "b|base|eval": 9.0, "c|base|eval": 4.0}
+    history = {"a|base|eval|call": 1.0, "a|base|train|call": 2.0, "b|base|eval|call": 9.0, "c|base|eval|call": 4.0}
     specs = [spec("a"), spec("a", "train"), spec("b"), spec("b", "train"), spec("c"), spec("new")]
     order = [(s.model_id, s.mode) for s in longest_first(specs, estimator(history))]
     # b/train has no history of its own: its model's mean (9 s) ranks it; "new" gets the median (3 s).
@@ -50,8 +50,9 @@ def test_sweep_refuses_a_missing_durations_file(tmp_path):
 def test_start_method_choice(monkeypatch, tmp_path):
     monkeypatch.delenv("ENABLEBOT_POOL_START", raising=False)
     assert WorkerPool(jobs=1, log_dir=tmp_path).start_method == "forkserver"
-    # A fix overlay must be imported before torch: never from a pre-imported server.
-    assert WorkerPool(jobs=1, log_dir=tmp_path, overlay_dir=str(tmp_path)).start_method == "spawn"
+    # Candidate code (an overlay) never runs in a pool worker: it goes through the sandboxed run_in_child.
+    with pytest.raises(ValueError, match="sandboxes it"):
+        WorkerPool(jobs=1, log_dir=tmp_path, overlay_dir=str(tmp_path))
     monkeypatch.setenv("ENABLEBOT_POOL_START", "spawn")
     assert WorkerPool(jobs=1, log_dir=tmp_path).start_method == "spawn"
     with pytest.raises(ValueError, match="start method"):

@@ -210,7 +210,7 @@ def test_crash_during_registry_write_leaves_the_old_file(hub, tmp_path, registry
 _WRITER = """
 import sys
 from pathlib import Path
-from enablebot.registry import atomic_write_text
+from enablebot.fileio import atomic_write_text
 path, texts = Path(sys.argv[1]), [Path(p).read_text() for p in sys.argv[2:]]
 print("ready", flush=True)
 i = 0

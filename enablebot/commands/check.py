@@ -55,7 +55,7 @@ def register(app: typer.Typer) -> None:
             md = f"### {path.name}\n\n" + rep.markdown()
             Console().print(Markdown(md))
             if summary:
-                from ..redact import append_text
+                from ..fileio import append_text
 
                 append_text(summary, md)
             failed |= rep.failed or (strict and bool(rep.improvements))

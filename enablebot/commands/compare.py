@@ -21,7 +21,7 @@ def register(app: typer.Typer) -> None:
         """Per model and scenario: fixed, newly broken, break types/counts changed, errors gained or
         lost; each change attributed to torch or transformers when only one of them differs."""
         from ..compare import CompareInputError, compare_paths
-        from ..registry import atomic_write_text
+        from ..fileio import atomic_write_text
 
         try:
             rep = compare_paths(a, b)

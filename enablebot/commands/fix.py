@@ -173,11 +173,11 @@ def register(app: typer.Typer) -> None:
         Console().print(text, markup=False, highlight=False)
         targets = [p for p in (summary, Path(os.environ["GITHUB_STEP_SUMMARY"]) if os.environ.get("GITHUB_STEP_SUMMARY") else None) if p]
         for t in targets:
-            from ..redact import append_text
+            from ..fileio import append_text
 
             append_text(t, text)
         if json_path:
-            from ..redact import write_text
+            from ..fileio import write_text
 
             write_text(json_path, json.dumps([{"bundle": n, "error": e, "verification": v.to_dict() if v else None}
                                              for n, v, e in results], indent=1))

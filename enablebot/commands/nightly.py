@@ -11,7 +11,7 @@ from typing import List, Optional
 import typer
 from rich.console import Console
 
-from ..redact import write_text as write_redacted
+from ..fileio import write_text as write_redacted
 
 
 def register(app: typer.Typer) -> None:

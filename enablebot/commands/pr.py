@@ -40,7 +40,7 @@ def _fail(err: Console, message: str, code: int) -> None:
 def _step_summary(markdown: str) -> None:
     path = os.environ.get("GITHUB_STEP_SUMMARY")
     if path:
-        from ..redact import append_text
+        from ..fileio import append_text
 
         append_text(path, markdown + "\n")
 
@@ -214,6 +214,6 @@ def _report(err: Console, outcomes: list, json_out: Optional[Path]) -> None:
         _step_summary("### enablebot pr\n\n" + "\n".join(md))
     if json_out:
         json_out.parent.mkdir(parents=True, exist_ok=True)
-        from ..redact import write_text
+        from ..fileio import write_text
 
         write_text(json_out, json.dumps([o.to_dict() for o in outcomes], indent=2) + "\n")

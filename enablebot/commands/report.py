@@ -11,7 +11,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from ..redact import write_text as write_redacted
+from ..fileio import write_text as write_redacted
 
 report_app = typer.Typer(help="Reports over model_registry.yaml.", no_args_is_help=True)
 

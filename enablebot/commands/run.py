@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Optional
 
 import typer
 from rich.console import Console
 
-from ..redact import write_text as write_redacted
+from ..fileio import write_text as write_redacted
 
 DEVICES = ("cpu", "cuda")
 

@@ -153,7 +153,7 @@ def register(app: typer.Typer) -> None:
             print(p)
         summary = os.environ.get("GITHUB_STEP_SUMMARY")
         if summary:
-            from ..redact import append_text
+            from ..fileio import append_text
 
             append_text(summary, (results / "report.md").read_text(encoding="utf-8"))
 
@@ -192,7 +192,7 @@ def _register_day0(reg, release_date: str, err: Console) -> tuple[set[str], str]
     from importlib.metadata import version
 
     from ..catalog import known_architectures
-    from ..day0 import _iso, missing_types, new_in_release, pypi_release_date, register_new_types
+    from ..day0 import iso_date, missing_types, new_in_release, pypi_release_date, register_new_types
 
     tf_version = version("transformers")
     if missing_types(reg, known_architectures()):
@@ -202,7 +202,7 @@ def _register_day0(reg, release_date: str, err: Console) -> tuple[set[str], str]
             date = None
         else:
             try:
-                date = _iso(release_date if "T" in release_date else release_date + "T00:00:00+00:00")
+                date = iso_date(release_date if "T" in release_date else release_date + "T00:00:00+00:00")
             except ValueError:
                 raise typer.BadParameter(f"{release_date!r}: give an ISO date (2026-11-30), 'auto' or 'none'",
                                          param_hint="--release-date")
@@ -219,7 +219,7 @@ def _write_day0(reg, out: Path, tf_version: str, err: Console) -> None:
 
     from ..checkpoint import RESULTS_FILE, load_results
     from ..day0 import day0_report
-    from ..registry import atomic_write_text
+    from ..fileio import atomic_write_text
 
     rep = day0_report(reg, load_results(out / RESULTS_FILE).values(), tf_version)
     atomic_write_text(out / "new_types.md", rep.markdown())

@@ -12,7 +12,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from ..redact import write_text as write_redacted
+from ..fileio import write_text as write_redacted
 
 _AGE = re.compile(r"^(\d+)\s*([dhm])$")
 _KIND_STYLE = {"new": "green", "needs_newer_transformers": "yellow", "remote_code": "magenta",

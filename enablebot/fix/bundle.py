@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..registry import atomic_write_text
+from ..fileio import atomic_write_text
 from ..results import Serializable
 
 TARGETS = ("dynamo", "inductor", "model-code", "config")

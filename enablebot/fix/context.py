@@ -14,7 +14,7 @@ from typing import Any
 
 from ..results import RunResult, UserFrame
 from .clusters import Cluster
-from .overlay import _package_root, upstream_path
+from .overlay import package_root, upstream_path
 
 MAX_FUNCTION_LINES = 120  # beyond this, a window around the line instead of the whole function
 WINDOW = 30
@@ -105,7 +105,7 @@ def torch_raise_site(gb_type: str) -> SourceSnippet | None:
     if not gb_type:
         return None
     try:
-        dynamo = _package_root("torch") / "torch" / "_dynamo"
+        dynamo = package_root("torch") / "torch" / "_dynamo"
     except ValueError:
         return None
     # gb_type strings are literals, sometimes f-strings: match a distinctive prefix.

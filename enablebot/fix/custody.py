@@ -118,6 +118,9 @@ def _recheck_files(key: str, patch: str, recorded: dict[str, dict[str, str]]) ->
 
 
 def _model_type(model_id: str) -> str | None:
-    from .verify import _model_type as resolve_type
+    from ..resolve import resolve
 
-    return resolve_type(model_id) or model_id
+    try:
+        return resolve(model_id).model_type
+    except Exception:  # noqa: BLE001 - an unresolvable id names its own model type
+        return model_id

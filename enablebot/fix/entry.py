@@ -24,7 +24,8 @@ from typing import Any, Callable
 
 import yaml
 
-from ..registry import ArchEntry, Registry, atomic_write_text
+from ..fileio import atomic_write_text
+from ..registry import ArchEntry, Registry
 from ..results import OK_VERDICTS, RunResult, RunSpec, Serializable
 
 BUILDER_ERRORS = ("create_error", "eager_error")

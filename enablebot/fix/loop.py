@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from ..redact import write_text
+from ..fileio import write_text
 from ..results import RunResult, RunSpec, Serializable
 from . import clusters as cl
 from .agent import AgentResult, run_agent

@@ -3,9 +3,8 @@
 The installed site-packages are never written. `build_overlay(diff, overlay_dir)` maps each
 upstream path of the diff (`torch/_dynamo/...` for pytorch, `src/transformers/...` for
 transformers) to the installed file, applies the hunks to a copy under `overlay_dir`, and
-writes `manifest.json` (module name -> patched copy). `install_overlay(overlay_dir)` puts a
-finder first on `sys.meta_path` so that importing those modules loads the copies; it must
-run before torch / transformers are imported (the child worker calls it first thing).
+writes `manifest.json` (module name -> patched copy). `enablebot.overlay_loader.install_overlay`
+(the execution layer's half) makes a child import the copies.
 
 Hunks apply strictly: context and removed lines must match the installed text exactly; only
 the position may differ from the hunk header (LLMs miscount lines), as with `patch`'s offset
@@ -16,19 +15,14 @@ from __future__ import annotations
 
 import difflib
 import hashlib
-import importlib.abc
-import importlib.machinery
 import importlib.util
 import json
-import os
-import sys
-from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..registry import atomic_write_text
-from ..results import Serializable
+# The manifest types and the loader live in the execution layer; fix code imports them from here too.
+from ..overlay_loader import MANIFEST, Overlay, OverlayFile, install_overlay, load_overlay, sha256_text  # noqa: F401
+from ..fileio import atomic_write_text
 
-MANIFEST = "manifest.json"
 # Upstream repo layout -> installed package: (upstream prefix, top-level package).
 _LAYOUT = (("torch/", "torch"), ("src/transformers/", "transformers"))
 
@@ -37,27 +31,7 @@ class PatchApplyError(ValueError):
     """The diff does not apply to the installed files; the message is fed back to the agent."""
 
 
-@dataclass
-class OverlayFile(Serializable):
-    upstream: str  # torch/_dynamo/variables/misc.py
-    module: str  # torch._dynamo.variables.misc
-    installed: str  # absolute path of the original
-    copy: str  # path of the patched copy, relative to the overlay dir
-    sha256_installed: str = ""
-    sha256_patched: str = ""
-
-
-@dataclass
-class Overlay(Serializable):
-    files: list[OverlayFile] = field(default_factory=list)
-    canonical_diff: str = ""
-
-    @property
-    def modules(self) -> dict[str, str]:
-        return {f.module: f.copy for f in self.files}
-
-
-def _package_root(package: str) -> Path:
+def package_root(package: str) -> Path:
     """Directory containing the installed top-level package (find_spec does not import it)."""
     spec = importlib.util.find_spec(package)
     if spec is None or not spec.submodule_search_locations:
@@ -70,7 +44,7 @@ def locate(upstream: str) -> tuple[str, Path]:
     for prefix, package in _LAYOUT:
         if upstream.startswith(prefix):
             rel = package + "/" + upstream[len(prefix):] if prefix.startswith("src/") else upstream
-            root = _package_root(package)
+            root = package_root(package)
             installed = root / rel
             if installed.is_symlink():
                 raise PatchApplyError(f"{upstream}: the installed file is a symlink; refusing to patch it")
@@ -89,7 +63,7 @@ def upstream_path(filename: str) -> str | None:
     path = Path(filename).resolve()
     for prefix, package in _LAYOUT:
         try:
-            rel = path.relative_to(_package_root(package) / package)
+            rel = path.relative_to(package_root(package) / package)
         except (ValueError, PatchApplyError):
             continue
         return f"{prefix}{rel.as_posix()}" if prefix.startswith("src/") else f"{package}/{rel.as_posix()}"
@@ -139,10 +113,6 @@ def apply_hunks(original: str, patched_file, upstream: str) -> str:
     return text
 
 
-def _sha(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
 def build_overlay(diff: str, overlay_dir: str | Path) -> Overlay:
     """Apply `diff` (already checked by patchguard) to copies under `overlay_dir`."""
     from unidiff import PatchSet
@@ -164,52 +134,13 @@ def build_overlay(diff: str, overlay_dir: str | Path) -> Overlay:
         (root / copy).parent.mkdir(parents=True, exist_ok=True)
         (root / copy).write_text(patched, encoding="utf-8")
         overlay.files.append(OverlayFile(upstream=upstream, module=module, installed=str(installed),
-                                         copy=copy.as_posix(), sha256_installed=_sha(original),
-                                         sha256_patched=_sha(patched)))
+                                         copy=copy.as_posix(), sha256_installed=sha256_text(original),
+                                         sha256_patched=sha256_text(patched)))
         diffs.append("".join(difflib.unified_diff(original.splitlines(keepends=True), patched.splitlines(keepends=True),
                                                   f"a/{upstream}", f"b/{upstream}")))
     overlay.canonical_diff = "".join(diffs)
     atomic_write_text(root / MANIFEST, json.dumps(overlay.to_dict(), indent=2, sort_keys=True) + "\n")
     return overlay
-
-
-def load_overlay(overlay_dir: str | Path) -> Overlay:
-    return Overlay.from_dict(json.loads((Path(overlay_dir) / MANIFEST).read_text(encoding="utf-8")))
-
-
-class _OverlayFinder(importlib.abc.MetaPathFinder):
-    """Resolves the patched modules to their copies; everything else falls through."""
-
-    def __init__(self, root: Path, overlay: Overlay):
-        self.root = root
-        self.files = {f.module: f for f in overlay.files}
-
-    def find_spec(self, fullname, path=None, target=None):  # noqa: ANN001 - importlib protocol
-        f = self.files.get(fullname)
-        if f is None:
-            return None
-        location = str(self.root / f.copy)
-        loader = importlib.machinery.SourceFileLoader(fullname, location)
-        search = [str(Path(f.installed).parent)] if Path(f.installed).name == "__init__.py" else None
-        return importlib.util.spec_from_file_location(fullname, location, loader=loader,
-                                                      submodule_search_locations=search)
-
-
-def install_overlay(overlay_dir: str | Path) -> list[str]:
-    """Make this process import the overlay's patched copies. Returns the module names.
-    Refuses when one of them is already imported (the overlay would silently not apply)."""
-    root = Path(overlay_dir).resolve()
-    overlay = load_overlay(root)
-    loaded = [m for m in overlay.modules if m in sys.modules]
-    if loaded:
-        raise RuntimeError(f"install_overlay: {loaded} already imported; install the overlay before importing them")
-    for f in overlay.files:
-        copy = root / f.copy
-        if not copy.is_file() or _sha(copy.read_text(encoding="utf-8")) != f.sha256_patched:
-            raise RuntimeError(f"install_overlay: {copy} is missing or was modified after the overlay was built")
-    sys.meta_path.insert(0, _OverlayFinder(root, overlay))
-    os.environ["ENABLEBOT_OVERLAY"] = str(root)  # visible to the child's logs / result
-    return sorted(overlay.modules)
 
 
 def installed_hashes(overlay: Overlay) -> dict[str, str]:

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from ..registry import atomic_write_text
+from ..fileio import atomic_write_text
 from ..results import Numerics, RunResult, RunSpec, Serializable, Timing
 from .bundle import ClusterRef, FixBundle, Snapshot, read_patch
 from . import gates
@@ -225,9 +225,9 @@ def sample_models_for(files: list[str], model_type: str | None, limit: int) -> l
     torch_side = any(m.startswith("torch.") for m in mods)
     if torch_side:
         return [m for m in TORCH_SAMPLES if m != model_type][:limit]
-    from .overlay import _package_root
+    from .overlay import package_root
 
-    root = _package_root("transformers") / "transformers" / "models"
+    root = package_root("transformers") / "transformers" / "models"
     found = []
     for mod in mods:
         rel = mod.split(".", 2)[-1]  # models.x.modeling_x
@@ -420,7 +420,7 @@ def verify_bundle(bundle_dir: str | Path, *, device: str = "cpu", speed_threshol
     overlay_dir, files = None, []
     patch = read_patch(bdir)
     if patch:
-        model_type = _model_type(spec.model_id)
+        model_type = model_type_of(spec.model_id)
         checked = check_patch(patch, PatchPolicy(model_type=model_type))
         overlay_dir = str(work / "overlay")
         build_overlay(checked.diff, overlay_dir)
@@ -448,7 +448,7 @@ def _bundle_spec(bdir: Path, bundle: FixBundle) -> RunSpec:
         return RunSpec(model_id=bundle.model_id)
 
 
-def _model_type(model_id: str) -> str | None:
+def model_type_of(model_id: str) -> str | None:
     from ..resolve import resolve
 
     try:
