@@ -12,6 +12,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from ..choices import TASK_HELP, Device, parse_task, require_device
+
 
 def _split(values: Optional[list[str]]) -> Optional[list[str]]:
     if values is None:
@@ -35,11 +37,11 @@ def register(app: typer.Typer) -> None:
         budget_usd: Optional[float] = typer.Option(None, "--budget-usd", help="cost budget per cluster (needs prices)"),
         usd_per_mtok_in: float = typer.Option(0.0, "--usd-per-mtok-in", help="price of 1M prompt tokens"),
         usd_per_mtok_out: float = typer.Option(0.0, "--usd-per-mtok-out", help="price of 1M completion tokens"),
-        device: str = typer.Option("cpu", help="cpu or cuda"),
+        device: Device = typer.Option(Device.cpu),
         backend: str = typer.Option("inductor", help="torch.compile backend for the checks"),
         batch_size: int = typer.Option(2, min=2),
         seq_len: int = typer.Option(32, min=2),
-        task: Optional[str] = typer.Option(None, help="base, head, or a class name (default: the registry's head)"),
+        task: Optional[str] = typer.Option(None, callback=parse_task, help=TASK_HELP + " (default: main)"),
         repeats: int = typer.Option(20, min=1, help="timed repeats (median)"),
         timeout: float = typer.Option(900.0, help="wall-clock limit per model process, seconds"),
         max_clusters: int = typer.Option(3, min=1, help="clusters to work on (most frequent first)"),
@@ -57,8 +59,7 @@ def register(app: typer.Typer) -> None:
         from ..resolve import UsageError, resolve
 
         err = Console(stderr=True)
-        if device not in ("cpu", "cuda"):
-            raise typer.BadParameter("device must be cpu or cuda", param_hint="--device")
+        dev = require_device(device)
         if from_triage and not from_triage.is_file():
             err.print(f"[red]error:[/red] {from_triage}: no such file (write one with `enablebot triage` or `run --json`)")
             raise typer.Exit(2)
@@ -77,7 +78,7 @@ def register(app: typer.Typer) -> None:
             err.print("[yellow]no LLM configured[/yellow] (set OPENAI_BASE_URL or OPENAI_API_KEY, and --llm-model): "
                       "trying Dynamo config recipes only")
         opts = FixOptions(out_dir=out, cluster=cluster, from_triage=from_triage, attempts=attempts,
-                          spec={"device": device, "backend": backend, "batch_size": batch_size, "seq_len": seq_len,
+                          spec={"device": dev, "backend": backend, "batch_size": batch_size, "seq_len": seq_len,
                                 "task": task, "repeats": repeats, "timeout_s": timeout},
                           max_clusters=max_clusters, recipes=not no_recipes, always_agent=always_agent,
                           verify=VerifyOptions(speed_threshold=speed_threshold, sample_models=_split(sample_models)))
@@ -95,7 +96,7 @@ def register(app: typer.Typer) -> None:
     @app.command("verify")
     def verify(
         bundles: list[Path] = typer.Argument(..., help="fix bundle directories (with bundle.json)"),
-        device: str = typer.Option("cpu", help="cpu or cuda"),
+        device: Device = typer.Option(Device.cpu),
         speed_threshold: float = typer.Option(0.95, help="min unpatched/patched compiled-time ratio"),
         sample_models: Optional[list[str]] = typer.Option(None, "--sample-models",
                                                           help="other architectures to re-check (comma-separated)"),
@@ -113,6 +114,7 @@ def register(app: typer.Typer) -> None:
         from ..fix.verify import verify_bundle
 
         err = Console(stderr=True)
+        dev = require_device(device)
         for b in bundles:
             try:
                 FixBundle.load(b)
@@ -124,7 +126,7 @@ def register(app: typer.Typer) -> None:
         for b in bundles:
             with err.status(f"verifying {b}"):
                 try:
-                    ver = verify_bundle(b, device=device, speed_threshold=speed_threshold,
+                    ver = verify_bundle(b, device=dev, speed_threshold=speed_threshold,
                                         sample_models=_split(sample_models), backend=backend, cache=cache)
                     results.append((str(b), ver, ""))
                 except (PatchRejected, PatchApplyError, ValueError) as e:

@@ -10,30 +10,24 @@ from typing import Optional
 import typer
 from rich.console import Console
 
-DEVICES = ("cpu", "cuda")
-
-
-def default_device() -> str:
-    import torch
-
-    return "cuda" if torch.cuda.is_available() else "cpu"
+from ..choices import TASK_HELP, Device, Dtype, Mode, Size, parse_task, require_device
 
 
 def register(app: typer.Typer) -> None:
     @app.command("run")
     def run(
         model_id: str = typer.Argument(..., help="model_type (llama), class (LlamaForCausalLM), Hub repo (org/name) or config.json path"),
-        device: Optional[str] = typer.Option(None, help="cpu or cuda (default: cuda when present)"),
-        mode: str = typer.Option("eval", help="eval, or train (forward + backward on a loss)"),
-        dtype: str = typer.Option("float32", help="float32 or bfloat16"),
+        device: Optional[Device] = typer.Option(None, help="default: cuda when present, else cpu"),
+        mode: Mode = typer.Option(Mode.eval, help="eval, or train (forward + backward on a loss)"),
+        dtype: Dtype = typer.Option(Dtype.float32),
         backend: str = typer.Option("inductor", help="torch.compile backend (inductor, aot_eager, eager, ...)"),
         dynamic: bool = typer.Option(False, "--dynamic", help="compile with dynamic shapes"),
-        size: str = typer.Option("tiny", help="tiny (CPU checks) or small (hidden 512, 4 layers: speed runs)"),
+        size: Size = typer.Option(Size.tiny, help="tiny (CPU checks) or small (hidden 512, 4 layers: speed runs)"),
         batch_size: int = typer.Option(2, min=2, help="batch (>= 2 so shapes do not specialise on 0/1)"),
         seq_len: int = typer.Option(32, min=2),
         repeats: int = typer.Option(20, min=1, help="timed repeats (median)"),
         warmup: int = typer.Option(5, min=0),
-        task: Optional[str] = typer.Option(None, help="base, head, or a class name (default: the registry's head)"),
+        task: Optional[str] = typer.Option(None, callback=parse_task, help=TASK_HELP + " (default: main)"),
         timeout: float = typer.Option(900.0, help="wall-clock limit for the model process, seconds"),
         trace: Optional[Path] = typer.Option(None, "--trace", help="keep torch's structured trace (TORCH_TRACE) here for tlparse"),
         json_path: Optional[Path] = typer.Option(None, "--json", help="write the full result JSON here"),
@@ -50,18 +44,7 @@ def register(app: typer.Typer) -> None:
         from ..results import RunSpec
 
         err = Console(stderr=True)
-        if mode not in ("eval", "train"):
-            raise typer.BadParameter("mode must be eval or train", param_hint="--mode")
-        if dtype not in ("float32", "bfloat16"):
-            raise typer.BadParameter("dtype must be float32 or bfloat16", param_hint="--dtype")
-        if size not in ("tiny", "small"):
-            raise typer.BadParameter("size must be tiny or small", param_hint="--size")
-        dev = device or default_device()
-        if dev not in DEVICES:
-            raise typer.BadParameter(f"device must be one of {DEVICES}", param_hint="--device")
-        if dev == "cuda" and default_device() != "cuda":
-            err.print("[red]--device cuda: no CUDA device is visible here[/red] (use --device cpu)")
-            raise typer.Exit(2)
+        dev = require_device(device)
         try:
             reg = Registry.load(registry)
             resolve(model_id, reg, allow_remote_code=allow_remote_code)
@@ -72,8 +55,8 @@ def register(app: typer.Typer) -> None:
             err.print(f"[red]error:[/red] {type(e).__name__}: {e}")
             raise typer.Exit(2 if "Hub" in type(e).__name__ else 1)
 
-        spec = RunSpec(model_id=model_id, device=dev, mode=mode, dtype=dtype, backend=backend, dynamic=dynamic,
-                       size=size, batch_size=batch_size, seq_len=seq_len, repeats=repeats, warmup=warmup,
+        spec = RunSpec(model_id=model_id, device=dev, mode=mode.value, dtype=dtype.value, backend=backend,
+                       dynamic=dynamic, size=size.value, batch_size=batch_size, seq_len=seq_len, repeats=repeats, warmup=warmup,
                        task=task, timeout_s=timeout, trace_dir=str(trace) if trace else None,
                        registry=str(reg.path), allow_remote_code=allow_remote_code)
         with err.status(f"[bold]{model_id}[/bold]: starting") as status:

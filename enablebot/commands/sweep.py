@@ -10,22 +10,24 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
+from ..choices import Device, Dtype, Mode, Pass, Size, TaskKind, require_device
+
 
 def register(app: typer.Typer) -> None:
     @app.command("sweep")
     def sweep(
         out: Path = typer.Option(Path("results/sweep"), help="output directory (results.jsonl checkpoint, logs, reports)"),
-        pass_: str = typer.Option("dynamo", "--pass", help="dynamo: graph breaks over everything (cheap); inductor: numerics + speedup"),
-        device: str = typer.Option("cpu", help="cpu or cuda"),
-        mode: List[str] = typer.Option(["eval", "train"], help="eval and/or train (repeatable)"),
-        task: List[str] = typer.Option(["base", "head"], help="base and/or head (repeatable); main = the head where there is one, else the base"),
+        pass_: Pass = typer.Option(Pass.dynamo, "--pass", help="dynamo: graph breaks over everything (cheap); inductor: numerics + speedup"),
+        device: Device = typer.Option(Device.cpu),
+        mode: List[Mode] = typer.Option([Mode.eval, Mode.train], help="repeatable"),
+        task: List[TaskKind] = typer.Option([TaskKind.base, TaskKind.head], help="repeatable; main = the head where there is one, else the base"),
         model: List[str] = typer.Option([], "--model", "-m", help="only these model types (repeatable; default: all)"),
         models_file: Optional[Path] = typer.Option(None, help="only the model types listed in this file, one per line"),
         shard: Optional[str] = typer.Option(None, help="i/n: run shard i of n (GitHub Actions matrix)"),
         jobs: int = typer.Option(2, min=1, help="parallel isolated workers"),
         timeout: float = typer.Option(300.0, help="per-model timeout, seconds"),
-        dtype: str = typer.Option("float32"),
-        size: str = typer.Option("tiny", help="tiny or small"),
+        dtype: Dtype = typer.Option(Dtype.float32),
+        size: Size = typer.Option(Size.tiny),
         batch_size: int = typer.Option(2, min=2),
         seq_len: int = typer.Option(32, min=2),
         repeats: int = typer.Option(10, min=1, help="timed repeats (inductor pass)"),
@@ -39,8 +41,10 @@ def register(app: typer.Typer) -> None:
         from ..sweep import PASSES, SweepOptions, parse_shard, plan, run_sweep
 
         err = Console(stderr=True)
-        if pass_ not in PASSES:
-            raise typer.BadParameter(f"--pass must be one of {PASSES}")
+        if pass_.value not in PASSES:
+            err.print(f"[red]error:[/red] --pass {pass_.value}: this sweep runs only {', '.join(PASSES)}")
+            raise typer.Exit(2)
+        dev = require_device(device)
         try:
             sh = parse_shard(shard)
         except ValueError as e:
@@ -58,11 +62,12 @@ def register(app: typer.Typer) -> None:
         if unknown:
             err.print(f"[red]error:[/red] not in the registry: {', '.join(unknown)} (run `enablebot registry seed`)")
             raise typer.Exit(2)
-        opts = SweepOptions(pass_=pass_, device=device, modes=tuple(mode), tasks=tuple(task), dtype=dtype, size=size,
+        opts = SweepOptions(pass_=pass_.value, device=dev, modes=tuple(m.value for m in mode),
+                            tasks=tuple(t.value for t in task), dtype=dtype.value, size=size.value,
                             batch_size=batch_size, seq_len=seq_len, repeats=repeats, timeout_s=timeout,
                             registry=str(reg.path), fullgraph_check=fullgraph_check)
         items = plan(reg, opts, wanted or None, sh)
-        err.print(f"{len(items)} items ({pass_} pass, {device}){f', shard {shard}' if shard else ''} -> {out}")
+        err.print(f"{len(items)} items ({pass_.value} pass, {dev}){f', shard {shard}' if shard else ''} -> {out}")
         with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                       TimeElapsedColumn(), TimeRemainingColumn(), TextColumn("{task.fields[last]}"),
                       console=err, transient=False) as progress:

@@ -12,6 +12,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from ..choices import Device, Mode
+
 _AGE = re.compile(r"^(\d+)\s*([dhm])$")
 _KIND_STYLE = {"new": "green", "needs_newer_transformers": "yellow", "remote_code": "magenta",
                "registered": "dim", "ignored": "dim", "skipped": "red"}
@@ -44,8 +46,8 @@ def register(app: typer.Typer) -> None:
         endpoint: Optional[str] = typer.Option(None, envvar="HF_ENDPOINT", help="Hub URL (default https://huggingface.co)"),
         registry: Optional[Path] = typer.Option(None, "--registry", help="model_registry.yaml (default: the repo's)"),
         run: bool = typer.Option(False, "--run", help="run each discovered architecture and record its status"),
-        device: str = typer.Option("cpu", help="device for --run (cpu or cuda)"),
-        mode: str = typer.Option("eval", help="mode for --run (eval or train)"),
+        device: Device = typer.Option(Device.cpu, help="device for --run"),
+        mode: Mode = typer.Option(Mode.eval, help="mode for --run"),
         allow_remote_code: list[str] = typer.Option([], "--allow-remote-code", metavar="REPO",
                                                     help="repo whose remote code --run may execute (repeatable)"),
         json_path: Optional[Path] = typer.Option(None, "--json", help="write the poll report as JSON here"),
@@ -65,10 +67,9 @@ def register(app: typer.Typer) -> None:
         from ..watch import KINDS, watch_once
 
         err = Console(stderr=True)
-        if mode not in ("eval", "train"):
-            raise typer.BadParameter("mode must be eval or train", param_hint="--mode")
-        if device not in ("cpu", "cuda"):
-            raise typer.BadParameter("device must be cpu or cuda", param_hint="--device")
+        from ..choices import require_device
+
+        dev = require_device(device) if run else device.value
         since_dt = parse_since(since)
         client = HubClient(endpoint, policy=RetryPolicy(attempts=retries + 1, max_wait_s=max_wait, timeout_s=timeout))
         try:
@@ -81,7 +82,7 @@ def register(app: typer.Typer) -> None:
                         f"[bold]{spec.model_id}[/bold] ({spec.device}/{spec.mode}): {msg}"))
 
                 report = watch_once(registry, client, limit=limit, since=since_dt, run=run, runner=runner,
-                                    device=device, mode=mode, allow_remote_code=allow_remote_code)
+                                    device=dev, mode=mode.value, allow_remote_code=allow_remote_code)
         except HubError as e:
             err.print(f"[red]error:[/red] {e}")
             raise typer.Exit(2)
@@ -107,7 +108,7 @@ def register(app: typer.Typer) -> None:
         else:
             out.print(table.title)
         if report.runs:
-            runs = Table(title=f"runs ({device}/{mode})", title_justify="left")
+            runs = Table(title=f"runs ({dev}/{mode.value})", title_justify="left")
             for col in ("model_type", "model_id", "verdict", "numerics", "speedup", "supported_at / note"):
                 runs.add_column(col, overflow="fold")
             for r in report.runs:
