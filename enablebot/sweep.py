@@ -39,6 +39,7 @@ class SweepOptions:
     seq_len: int = 32
     repeats: int = 10
     timeout_s: float = 300.0
+    timeouts: dict[str, float] = field(default_factory=dict)  # per-model-type overrides of timeout_s
     registry: str | None = None
     backend: str | None = None  # default: eager for dynamo, inductor for inductor
     fullgraph_check: bool = False  # dynamo pass: also run fullgraph=True on breaking models
@@ -108,7 +109,7 @@ def to_spec(item: SweepItem, opts: SweepOptions) -> RunSpec:
     return RunSpec(model_id=item.model_id, task=item.task, mode=item.mode, device=opts.device, dtype=opts.dtype,
                    backend=opts.backend or ("eager" if fast else "inductor"), size=opts.size,
                    batch_size=opts.batch_size, seq_len=opts.seq_len, repeats=opts.repeats,
-                   warmup=min(5, opts.repeats), timeout_s=opts.timeout_s, fast=fast, numerics=not fast,
+                   warmup=min(5, opts.repeats), timeout_s=opts.timeouts.get(item.model_id, opts.timeout_s), fast=fast, numerics=not fast,
                    timing=not fast, registry=opts.registry, fullgraph_check=opts.fullgraph_check or not fast)
 
 

@@ -112,13 +112,17 @@ def test_a_crashing_and_a_hanging_worker_do_not_stop_the_sweep(tmp_path):
         e = reg.get(model)
         reg.upsert(ArchEntry.from_dict({**e.to_dict(), "hook": f"enablebot.testing.faults:{hook}"}))
     reg.save(tmp_path / "reg.yaml")
-    opts = SweepOptions(modes=("eval",), tasks=("head",), timeout_s=20, registry=str(tmp_path / "reg.yaml"))
+    # The hang is caught by its own short timeout; llama gets all the time a loaded machine needs,
+    # so the outcome does not depend on how fast llama builds.
+    opts = SweepOptions(modes=("eval",), tasks=("head",), timeout_s=600, timeouts={"bert": 8},
+                        registry=str(tmp_path / "reg.yaml"))
     items = plan(reg, opts, ["gpt2", "bert", "llama"])
     stats = run_sweep(items, opts, tmp_path / "out", jobs=2)
     res = {r.spec.model_id: r for r in load_results(tmp_path / "out" / RESULTS_FILE).values()}
     assert stats.ran == 3
     assert res["gpt2"].verdict == "crash" and "SIGABRT" in res["gpt2"].error.message
-    assert res["bert"].verdict == "timeout"
+    assert res["bert"].verdict == "timeout" and "no result after 8 s" in res["bert"].error.message
+    assert res["bert"].spec.timeout_s == 8 and res["llama"].spec.timeout_s == 600
     assert res["llama"].verdict == "full_graph"
 
 
