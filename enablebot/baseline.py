@@ -32,6 +32,14 @@ class Baseline(Serializable):
     torch: str
     transformers: str
     entries: dict[str, Expected] = field(default_factory=dict)
+    pass_name: str | None = None  # dynamo | inductor; None in baselines written before it was recorded
+    scenario: str | None = None  # call | decode | dynamic
+
+    def kind(self) -> tuple[str, str]:
+        """(pass, scenario) of this baseline. Older files did not record them: only the Inductor
+        pass judges numerics, so entries with numerics mark an Inductor baseline."""
+        inferred = "inductor" if any(e.numerics_passed is not None for e in self.entries.values()) else "dynamo"
+        return self.pass_name or inferred, self.scenario or "call"
 
     @staticmethod
     def load(path: Path) -> "Baseline":
@@ -62,13 +70,35 @@ def baseline_from(results: list[RunResult], old: Baseline | None = None) -> Base
     """A refreshed baseline; `flaky` marks and notes of the old one are kept."""
     first = results[0] if results else None
     b = Baseline(device=first.spec.device if first else "cpu", torch=first.versions.torch if first else "",
-                 transformers=first.versions.transformers if first else "")
+                 transformers=first.versions.transformers if first else "",
+                 pass_name=first.spec.pass_name if first else None, scenario=first.spec.scenario_name if first else None)
     for r in results:
         e = expected_from(r)
         if old and r.key in old.entries:
             e.flaky, e.note = old.entries[r.key].flaky, old.entries[r.key].note
         b.entries[r.key] = e
     return b
+
+
+def kinds(results: list[RunResult]) -> set[tuple[str, str]]:
+    return {(r.spec.pass_name, r.spec.scenario_name) for r in results}
+
+
+def incomparable(results: list[RunResult], base: Baseline | None, path: Path | str = "the baseline") -> str | None:
+    """Why these results cannot be checked against (or written into) `base`, or None.
+    A Dynamo-pass baseline has no numerics and counts breaks with the eager backend: checking
+    Inductor results against it reports false changes, so pass and scenario must match."""
+    found = kinds(results)
+    if len(found) > 1:
+        mixed = ", ".join(f"{p} pass/{s}" for p, s in sorted(found))
+        return f"the results mix passes or scenarios ({mixed}): check each sweep directory on its own"
+    if base is None or not found:
+        return None
+    (p, s), (bp, bs) = next(iter(found)), base.kind()
+    if (p, s) != (bp, bs):
+        return (f"the results are the {p} pass ({s} scenario) but {path} is the {bp} pass ({bs} scenario): "
+                f"give --baseline a file made from the {p} pass (`enablebot check RESULTS --baseline FILE --update`)")
+    return None
 
 
 @dataclass

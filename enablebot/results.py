@@ -182,6 +182,17 @@ class RunSpec(Serializable):
     overlay_dir: str | None = None  # patched sources imported first (fix / verify)
     registry: str | None = None  # model_registry.yaml to read builder knowledge from (default: the repo's)
 
+    @property
+    def pass_name(self) -> str:
+        """Which sweep pass made this result: `fast` is the Dynamo pass; otherwise the full
+        (Inductor) run. Results of different passes are not comparable (`check` refuses)."""
+        return getattr(self, "pass_", None) or ("dynamo" if self.fast else "inductor")
+
+    @property
+    def scenario_name(self) -> str:
+        """What was compiled and timed: a `scenario` field where one exists, else call/dynamic."""
+        return getattr(self, "scenario", None) or ("dynamic" if self.dynamic else "call")
+
 
 @dataclass
 class RunResult(Serializable):

@@ -156,6 +156,48 @@ def test_check_reports_improvements_and_fewer_breaks():
     assert not rep.failed and rep.improvements and rep.improvements[0].what == "graph_break -> full_graph"
 
 
+def _results_dir(path, *results):
+    from enablebot.checkpoint import write_results
+
+    path.mkdir(parents=True, exist_ok=True)
+    write_results(path / RESULTS_FILE, results)
+    return path
+
+
+def test_check_refuses_to_compare_across_passes_and_scenarios(tmp_path):
+    from enablebot.results import CompileStats, Numerics, RunResult, RunSpec, Versions
+
+    v = Versions(torch="2.13.0", transformers="5.24.0")
+    dynamo = RunResult(spec=RunSpec(model_id="llama", task="head", fast=True, numerics=False, timing=False),
+                       verdict="full_graph", versions=v, stats=CompileStats())
+    inductor = RunResult(spec=RunSpec(model_id="llama", task="head"), verdict="full_graph", versions=v,
+                         stats=CompileStats(), numerics=Numerics(passed=True, tol=1e-3))
+    assert (dynamo.spec.pass_name, inductor.spec.pass_name) == ("dynamo", "inductor")
+    dynamic = RunResult.from_dict(inductor.to_dict())
+    dynamic.spec.dynamic = True
+    b = tmp_path / "base.json"
+    p = cli("check", str(_results_dir(tmp_path / "dyn", dynamo)), "--baseline", str(b), "--update")
+    assert p.returncode == 0, p.stderr
+    assert Baseline.load(b).kind() == ("dynamo", "call")
+    # Inductor results against the Dynamo baseline: exit 2, saying what was found (no false "improvement").
+    p = cli("check", str(_results_dir(tmp_path / "ind", inductor)), "--baseline", str(b))
+    err = " ".join(p.stderr.split())
+    assert p.returncode == 2 and "the inductor pass (call scenario)" in err and "is the dynamo pass" in err, err
+    p = cli("check", str(_results_dir(tmp_path / "ind", inductor)), "--baseline", str(b), "--update")
+    assert p.returncode == 2 and Baseline.load(b).kind() == ("dynamo", "call")  # not overwritten
+    # The repo's CPU baseline predates the recorded pass: inferred as Dynamo (it has no numerics).
+    p = cli("check", str(tmp_path / "ind"), "--baseline", str(ROOT / "baselines" / "cpu-torch-2.13.0.json"))
+    assert p.returncode == 2 and "is the dynamo pass" in " ".join(p.stderr.split())
+    # A scenario differs: refused too; a directory mixing scenarios is refused on its own.
+    ib = tmp_path / "ind.json"
+    assert cli("check", str(tmp_path / "ind"), "--baseline", str(ib), "--update").returncode == 0
+    p = cli("check", str(_results_dir(tmp_path / "dynamic", dynamic)), "--baseline", str(ib))
+    assert p.returncode == 2 and "(dynamic scenario)" in " ".join(p.stderr.split())
+    dynamic.spec.model_id = "gpt2"
+    p = cli("check", str(_results_dir(tmp_path / "mixed", inductor, dynamic)), "--baseline", str(ib))
+    assert p.returncode == 2 and "mix passes or scenarios" in " ".join(p.stderr.split())
+
+
 def test_torn_checkpoint_line_is_ignored(tmp_path):
     (tmp_path / RESULTS_FILE).write_text('{"spec": {"model_id": "x"')
     ck = Checkpoint(tmp_path)

@@ -22,7 +22,7 @@ def register(app: typer.Typer) -> None:
         strict: bool = typer.Option(False, help="also fail on improvements (until the baseline is refreshed)"),
     ) -> None:
         """Exit 1 on a regression (full_graph -> break, ran -> error, numerics pass -> fail, more breaks)."""
-        from ..baseline import Baseline, baseline_from, baseline_name, compare
+        from ..baseline import Baseline, baseline_from, baseline_name, compare, incomparable
         from ..checkpoint import RESULTS_FILE, load_results
 
         err = Console(stderr=True)
@@ -43,6 +43,10 @@ def register(app: typer.Typer) -> None:
                 old = Baseline.load(path) if path.exists() else None
             except ValueError as e:
                 err.print(f"[red]error:[/red] {e}")
+                raise typer.Exit(2)
+            why = incomparable(rs, old, path)
+            if why:
+                err.print(f"[red]error:[/red] {why}")
                 raise typer.Exit(2)
             if update:
                 baseline_from(rs, old).save(path)
