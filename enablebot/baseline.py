@@ -63,7 +63,9 @@ def baseline_name(r: RunResult) -> str:
 
 def expected_from(r: RunResult) -> Expected:
     return Expected(verdict=r.verdict, graph_breaks=r.stats.graph_breaks if r.stats else None,
-                    numerics_passed=r.numerics.passed if r.numerics else None)
+                    # inconclusive numerics claim nothing either way
+                    numerics_passed=None if not r.numerics or r.numerics.status == "inconclusive"
+                    else r.numerics.status == "pass")
 
 
 def baseline_from(results: list[RunResult], old: Baseline | None = None) -> Baseline:

@@ -19,9 +19,12 @@ def numerics_text(r: RunResult) -> str:
     n = r.numerics
     if n is None:
         return "-"
-    verdict = "pass" if n.passed else "FAIL"
+    if n.status == "inconclusive":  # never "pass": eager disagrees with itself beyond the tolerance
+        return (f"INCONCLUSIVE (eager is not deterministic beyond tol {n.tol:g}: "
+                f"rmse(eager, eager) {fmt(n.eager_self_error, '.2e')})")
+    verdict = "pass" if n.status == "pass" else "FAIL"
     worst = f", worst {n.worst_output} rmse {fmt(n.worst_error, '.2e')}" if n.worst_output and n.worst_error else ""
-    det = "" if n.eager_deterministic else " (eager_two_runs_differ)"
+    det = "" if n.eager_deterministic else " (eager runs differ, within tolerance)"
     return f"{verdict} ({n.method}, tol {n.tol:g}{worst}){det}"
 
 

@@ -33,7 +33,8 @@ class SweepSummary(Serializable):
     coverage: float = 0.0  # share that built and ran eager, out of all but missing_dependency
     create_eager_error_rate: float = 0.0
     full_graph_rate: float = 0.0  # among those that ran
-    numerics_pass_rate: float | None = None
+    numerics_pass_rate: float | None = None  # among judged runs: inconclusive ones are left out
+    numerics_inconclusive: int = 0  # eager not deterministic beyond tolerance: no judgement
     speedup_median: float | None = None
     speedup_geomean: float | None = None
     versions: list[str] = field(default_factory=list)
@@ -60,9 +61,9 @@ def accuracy(r: RunResult) -> str:
         return "timeout"
     if r.numerics is None:
         return ""
-    if not r.numerics.eager_deterministic:
+    if r.numerics.status == "inconclusive":  # the harness's name for it; never "pass"
         return "eager_two_runs_differ"
-    return "pass" if r.numerics.passed else "fail_accuracy"
+    return "pass" if r.numerics.status == "pass" else "fail_accuracy"
 
 
 def summarize(results: list[RunResult]) -> SweepSummary:
@@ -76,9 +77,10 @@ def summarize(results: list[RunResult]) -> SweepSummary:
     ok = [r for r in results if r.ok]
     if ok:
         s.full_graph_rate = round(sum(r.verdict == "full_graph" for r in ok) / len(ok), 4)
-    judged = [r for r in ok if r.numerics is not None]
+    judged = [r for r in ok if r.numerics is not None and r.numerics.status != "inconclusive"]
+    s.numerics_inconclusive = sum(1 for r in ok if r.numerics is not None and r.numerics.status == "inconclusive")
     if judged:
-        s.numerics_pass_rate = round(sum(r.numerics.passed for r in judged) / len(judged), 4)
+        s.numerics_pass_rate = round(sum(r.numerics.status == "pass" for r in judged) / len(judged), 4)
     speedups = [r.timing.speedup for r in ok if r.timing and r.timing.speedup]
     if speedups:
         s.speedup_median = round(statistics.median(speedups), 3)
@@ -145,7 +147,9 @@ def markdown(summary: SweepSummary, clusters: list[Cluster], results: list[RunRe
                   "missing optional packages excluded)",
               f"- full graph among those that ran: {s.full_graph_rate:.1%}"]
     if s.numerics_pass_rate is not None:
-        lines.append(f"- numerics pass (fp64 reference): {s.numerics_pass_rate:.1%}")
+        lines.append(f"- numerics pass (fp64 reference): {s.numerics_pass_rate:.1%}"
+                     + (f"; {s.numerics_inconclusive} inconclusive (eager not deterministic beyond tolerance)"
+                        if s.numerics_inconclusive else ""))
     if s.speedup_median is not None:
         lines.append(f"- speedup median {s.speedup_median:.2f}x, geomean {s.speedup_geomean:.2f}x")
     if s.model_seconds_p50 is not None:

@@ -131,6 +131,15 @@ class Numerics(Serializable):
     worst_error: float | None = None  # rmse(fp64, compiled) of the worst output
     worst_ref_error: float | None = None  # rmse(fp64, eager) of that output
     message: str = ""
+    # pass | fail | inconclusive. Inconclusive: eager disagrees with itself beyond the tolerance
+    # (two eager runs judged like compiled vs eager), so compiled vs eager means nothing; then
+    # `passed` is False, though nothing is known to be wrong. Older results: derived from `passed`.
+    status: str = ""
+    eager_self_error: float | None = None  # largest rmse(eager run 1, eager run 2) when they differ
+
+    def __post_init__(self) -> None:
+        if not self.status:
+            self.status = "pass" if self.passed else "fail"
 
 
 @dataclass

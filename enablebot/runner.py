@@ -244,7 +244,8 @@ def _run_stages(spec: RunSpec, result: RunResult, say: Callable[[str], None], to
     if spec.numerics:
         say("numerics against fp64")
         tol = numerics.default_tol(spec.mode, spec.dtype)
-        result.numerics = numerics.compare(eager_out, compiled_out, fp64_out, tol=tol, eager_deterministic=deterministic)
+        result.numerics = numerics.compare(eager_out, compiled_out, fp64_out, tol=tol, eager_deterministic=deterministic,
+                                           eager_again=None if deterministic else eager_out2)
         if not deterministic:
             result.numerics.message = "eager_two_runs_differ; " + result.numerics.message
 

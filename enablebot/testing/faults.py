@@ -26,3 +26,19 @@ def hang(model: Any, **_: Any) -> Any:
 
 def oom(model: Any, **_: Any) -> Any:
     raise MemoryError("simulated allocator failure")
+
+
+def nondeterministic(model: Any, **_: Any) -> Any:
+    """Eager that disagrees with itself far beyond any tolerance (vilt-like): random noise on
+    every floating output. Numerics must then be `inconclusive`, never pass."""
+    import torch
+
+    def noisy(_module: Any, _inputs: Any, out: Any) -> Any:
+        for k in list(out.keys()) if hasattr(out, "keys") else []:
+            v = out[k]
+            if isinstance(v, torch.Tensor) and v.is_floating_point():
+                out[k] = v + torch.randn_like(v)
+        return out
+
+    model.register_forward_hook(noisy)
+    return model
