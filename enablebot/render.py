@@ -28,6 +28,19 @@ def numerics_text(r: RunResult) -> str:
     return f"{verdict} ({n.method}, tol {n.tol:g}{worst}){det}"
 
 
+def _rel(iqr: float | None, median: float | None) -> str:
+    return "-" if iqr is None or not median else f"{iqr / median:.0%}"
+
+
+def noise_text(t) -> str:
+    """The noise verdict: whether this speedup can be trusted, and if not, why."""
+    if not t.noise:
+        return "not assessed (older result): do not compare"
+    if t.noise == "ok":
+        return "ok (low spread, no contention seen)"
+    return "NOISY, not comparable: " + ", ".join(t.flags)
+
+
 def summary_rows(r: RunResult) -> list[tuple[str, str]]:
     s, t, v = r.stats, r.timing, r.versions
     rows = [
@@ -49,8 +62,15 @@ def summary_rows(r: RunResult) -> list[tuple[str, str]]:
     if t and t.eager_ms is not None:
         rows.append(("speed", f"eager {fmt(t.eager_ms)} ms, compiled {fmt(t.compiled_ms)} ms, "
                               f"speedup {fmt(t.speedup, '.2f', 'x')} (median of {t.repeats})"))
+        if t.eager_p10_ms is not None:
+            rows.append(("spread", f"p10/p50/p90 eager {fmt(t.eager_p10_ms)}/{fmt(t.eager_ms)}/{fmt(t.eager_p90_ms)} ms, "
+                                   f"compiled {fmt(t.compiled_p10_ms)}/{fmt(t.compiled_ms)}/{fmt(t.compiled_p90_ms)} ms; "
+                                   f"IQR/median {_rel(t.eager_iqr_ms, t.eager_ms)} / {_rel(t.compiled_iqr_ms, t.compiled_ms)}"))
+        rows.append(("noise", noise_text(t)))
     if t and t.compile_s is not None:
-        rows.append(("compile", f"{fmt(t.compile_s)} s first call"
+        cache = {"warm": " (warm Inductor cache: not a cold-start time)", "cold": " (cold Inductor cache)",
+                 "partial": " (Inductor cache partly warm)"}.get(t.compile_cache or "", "")
+        rows.append(("compile", f"{fmt(t.compile_s)} s first call{cache}"
                                 + (f"; peak {fmt(t.eager_peak_mb, '.0f')} / {fmt(t.compiled_peak_mb, '.0f')} MB"
                                    if t.eager_peak_mb else "")))
     if r.error:

@@ -151,6 +151,25 @@ class Timing(Serializable):
     compile_s: float | None = None  # first compiled call, tracing + codegen
     eager_peak_mb: float | None = None
     compiled_peak_mb: float | None = None
+    # Spread of the repeats (ms) and why a speedup may not be trusted (enablebot/timing.py).
+    eager_p10_ms: float | None = None
+    eager_p90_ms: float | None = None
+    compiled_p10_ms: float | None = None
+    compiled_p90_ms: float | None = None
+    eager_iqr_ms: float | None = None
+    compiled_iqr_ms: float | None = None
+    eager_cv: float | None = None  # stdev / mean
+    compiled_cv: float | None = None
+    cpu_steal: float | None = None  # share of CPU time stolen by the hypervisor while timing (/proc/stat)
+    load_per_core: float | None = None  # 1-minute load average / cores, at the start of timing
+    flags: list[str] = field(default_factory=list)  # spread, high_cv, cpu_steal, load, parallel_workers, ...
+    noise: str = ""  # ok | noisy; "" = not assessed (older results): not trusted
+    compile_cache: str | None = None  # warm | cold | partial: Inductor FX graph cache hits on the first compile
+
+    @property
+    def trustworthy(self) -> bool:
+        """A speedup to put in a geomean: measured, assessed, and no noise or contention flag."""
+        return self.speedup is not None and self.noise == "ok"
 
 
 @dataclass

@@ -237,6 +237,7 @@ def _run_stages(spec: RunSpec, result: RunResult, say: Callable[[str], None], to
             compiled_out = step(compiled)  # a second call: steady state, guards hold
     result.trace_dir = spec.trace_dir
     result.stats = _stats(counters, recompiles.count)
+    compile_counters = {"inductor": dict(counters.get("inductor", {}))}  # before numerics/timing add to them
     result.verdict = "full_graph" if (result.fullgraph_ok and result.stats.graph_breaks == 0) else "graph_break"
     if not spec.fullgraph_check and result.stats.graph_breaks == 0 and result.stats.graphs <= 1:
         result.verdict = "full_graph"
@@ -256,6 +257,7 @@ def _run_stages(spec: RunSpec, result: RunResult, say: Callable[[str], None], to
             result.timing = timing.interleaved(lambda: step(model), lambda: step(compiled), device=device,
                                                repeats=spec.repeats, warmup=spec.warmup)
     result.timing.compile_s = round(compile_s, 3)
+    result.timing.compile_cache = timing.compile_cache_state(compile_counters)
 
 
 def _explain(spec: RunSpec, result: RunResult, model: Any, run_inputs: dict[str, Any], torch: Any) -> bool:

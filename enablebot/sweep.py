@@ -120,6 +120,25 @@ def _threads_per_worker(jobs: int) -> int:
     return max(1, cores // max(1, jobs))
 
 
+def mark_contention(result: RunResult, jobs: int) -> None:
+    """Speedups timed on a CPU while other workers ran are not comparable: flag them (the
+    worker cannot see its siblings; the sweep knows how many it started)."""
+    from .timing import add_flags, cores
+
+    t = result.timing
+    if t is None or t.speedup is None or result.spec.device != "cpu":
+        return
+    if jobs > 1:
+        add_flags(t, "parallel_workers")
+    if jobs > cores():
+        add_flags(t, "oversubscribed")
+
+
+def default_jobs(pass_: str, device: str) -> int:
+    """CPU Inductor sweeps time speedups: one model at a time, so the numbers are comparable."""
+    return 1 if (pass_ == "inductor" and device == "cpu") else 2
+
+
 def spec_key(spec: RunSpec) -> str:
     return RunResult(spec=spec, verdict="").key
 
@@ -140,6 +159,7 @@ def run_sweep(items: list[SweepItem], opts: SweepOptions, out_dir: Path, *, jobs
     deadline = t0 + max_minutes * 60 if max_minutes else None
     stop = (lambda: time.time() > deadline) if deadline else None
     for result in pool.run(todo, on_start=on_start, should_stop=stop):
+        mark_contention(result, jobs)
         ckpt.append(result)
         stats.ran += 1
         stats.verdicts[result.verdict] = stats.verdicts.get(result.verdict, 0) + 1

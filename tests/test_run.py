@@ -49,6 +49,10 @@ def test_inductor_run_of_a_full_graph_model():
     assert r.timing.repeats == 3 and r.timing.eager_ms > 0 and r.timing.compiled_ms > 0
     assert r.timing.speedup == pytest.approx(r.timing.eager_ms / r.timing.compiled_ms)
     assert r.timing.compile_s > 0
+    # the spread is reported, and 3 repeats are too few to trust
+    assert r.timing.eager_p10_ms <= r.timing.eager_ms <= r.timing.eager_p90_ms
+    assert "few_repeats" in r.timing.flags and r.timing.noise == "noisy" and not r.timing.trustworthy
+    assert r.timing.compile_cache in ("warm", "cold", "partial")
     assert r.versions.torch == torch.__version__ and r.versions.transformers
     # the JSON round trip keeps everything
     assert RunResult.from_dict(json.loads(json.dumps(r.to_dict()))) == r

@@ -24,7 +24,8 @@ def register(app: typer.Typer) -> None:
         model: List[str] = typer.Option([], "--model", "-m", help="only these model types (repeatable; default: all)"),
         models_file: Optional[Path] = typer.Option(None, help="only the model types listed in this file, one per line"),
         shard: Optional[str] = typer.Option(None, help="i/n: run shard i of n (GitHub Actions matrix)"),
-        jobs: int = typer.Option(2, min=1, help="parallel isolated workers"),
+        jobs: Optional[int] = typer.Option(None, min=1, help="parallel isolated workers (default: 2; 1 for the "
+                                           "inductor pass on cpu, whose speedups other workers would disturb)"),
         timeout: float = typer.Option(300.0, help="per-model timeout, seconds"),
         dtype: Dtype = typer.Option(Dtype.float32),
         size: Size = typer.Option(Size.tiny),
@@ -38,13 +39,18 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Run every architecture (or a shard of them); resumable: finished models are not redone."""
         from ..registry import Registry
-        from ..sweep import PASSES, SweepOptions, parse_shard, plan, run_sweep
+        from ..sweep import PASSES, SweepOptions, default_jobs, parse_shard, plan, run_sweep
 
         err = Console(stderr=True)
         if pass_.value not in PASSES:
             err.print(f"[red]error:[/red] --pass {pass_.value}: this sweep runs only {', '.join(PASSES)}")
             raise typer.Exit(2)
         dev = require_device(device)
+        if jobs is None:
+            jobs = default_jobs(pass_.value, dev)
+        elif pass_ == Pass.inductor and dev == "cpu" and jobs > 1:
+            err.print(f"note: {jobs} workers share the CPU: speedups are flagged parallel_workers (not comparable, "
+                      "left out of geomeans); --jobs 1 times one model at a time")
         try:
             sh = parse_shard(shard)
         except ValueError as e:
