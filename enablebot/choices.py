@@ -102,7 +102,7 @@ def require_device(device: Device | str | None) -> str:
     if dev == Device.cuda.value and not cuda_available():
         from rich.console import Console
 
-        Console(stderr=True).print("[red]error:[/red] --device cuda: no CUDA device is visible on this machine "
+        Console(stderr=True, soft_wrap=True).print("[red]error:[/red] --device cuda: no CUDA device is visible on this machine "
                                    "(use --device cpu, or run on the GPU machine)")
         raise typer.Exit(2)
     return dev

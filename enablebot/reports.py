@@ -142,6 +142,15 @@ def write_csv(path: Path, results: list[RunResult]) -> None:
     atomic_write_text(path, buf.getvalue())
 
 
+def where(c: Cluster) -> str:
+    """A cluster's place with a line number (of its example break): path:line in function."""
+    uf = c.example.user_frame if c.example else None
+    if uf is None or ":" not in c.location:
+        return c.location
+    path, function = c.location.rsplit(":", 1)
+    return f"{path}:{uf.lineno} in {function}" if uf.lineno else c.location
+
+
 def _speedup_band(t) -> tuple[str, str]:
     """Speedup range from the spread: p10 eager / p90 compiled .. p90 eager / p10 compiled."""
     if not (t and t.speedup and t.eager_p10_ms and t.compiled_p90_ms and t.compiled_p10_ms):
@@ -196,7 +205,7 @@ def markdown(summary: SweepSummary, clusters: list[Cluster], results: list[RunRe
     lines += ["", f"## Top graph-break clusters (of {len(clusters)})", "",
               "| models | occurrences | break type | id | where | class |", "|---|---|---|---|---|---|"]
     for c in clusters[:top]:
-        lines.append(f"| {c.n_models} | {c.occurrences} | {c.gb_type} | {c.registry_id or '-'} | `{c.location}` | {c.classification} |")
+        lines.append(f"| {c.n_models} | {c.occurrences} | {c.gb_type} | {c.registry_id or '-'} | `{where(c)}` | {c.classification} |")
     lines += ["", "## Break types by models affected", "", "| break type | id | models | clusters |", "|---|---|---|---|"]
     for t, i, m, n in by_type(clusters)[:top]:
         lines.append(f"| {t} | {i or '-'} | {m} | {n} |")

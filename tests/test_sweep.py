@@ -3,6 +3,7 @@ Real tiny models through the Dynamo pass (explain + fullgraph capture) on CPU.""
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -36,9 +37,29 @@ def sweep_args(out, *extra):
 @pytest.fixture(scope="module")
 def full_sweep(tmp_path_factory):
     out = tmp_path_factory.mktemp("full")
-    p = cli(*sweep_args(out))
+    p = cli(*sweep_args(out, "--progress-every", "2"))
     assert p.returncode == 0, p.stderr
+    FULL_SWEEP_LOG["stderr"] = p.stderr
     return out
+
+
+FULL_SWEEP_LOG: dict = {}
+
+
+def test_sweep_without_a_tty_logs_each_item_counts_and_a_human_summary(full_sweep):
+    err = FULL_SWEEP_LOG["stderr"]
+    lines = err.splitlines()
+    items = [ln for ln in lines if ln.startswith("[") and "/head/eval: " in ln]
+    assert len(items) == len(MODELS) and items[0].startswith(f"[1/{len(MODELS)}] ")
+    assert any(ln.startswith(f"progress: 2/{len(MODELS)} done (") and "ETA" in ln for ln in lines), err
+    assert any(ln.startswith(f"progress: {len(MODELS)}/{len(MODELS)} done (") for ln in lines), err
+    final = next(ln for ln in lines if ln.startswith("ran "))
+    assert "{" not in final and "3 full_graph" in final and "1 graph_break" in final, final
+    # cluster tables name the line; every output is readable by others (0644), not 0600
+    md = (full_sweep / "report.md").read_text()
+    assert re.search(r"`models/jetmoe/modeling_jetmoe\.py:\d+ in forward`", md), md
+    for f in ("summary.json", "triage.json", "results.csv", "report.md", "report.html", RESULTS_FILE):
+        assert (full_sweep / f).stat().st_mode & 0o777 == 0o644, f
 
 
 def test_sweep_results_and_reports(full_sweep):

@@ -24,8 +24,9 @@ def register(app: typer.Typer) -> None:
         """Exit 1 on a regression (full_graph -> break, ran -> error, numerics pass -> fail, more breaks)."""
         from ..baseline import Baseline, baseline_from, baseline_name, compare, incomparable
         from ..checkpoint import RESULTS_FILE, load_results
+        from ..render import out_console
 
-        err = Console(stderr=True)
+        err = Console(stderr=True, soft_wrap=True)
         f = results / RESULTS_FILE
         if not f.exists():
             err.print(f"[red]error:[/red] {f} does not exist: pass a sweep/merge output directory")
@@ -57,7 +58,7 @@ def register(app: typer.Typer) -> None:
                 raise typer.Exit(2)
             rep = compare(rs, old)
             md = f"### {path.name}\n\n" + rep.markdown()
-            Console().print(Markdown(md))
+            out_console().print(Markdown(md))
             if summary:
                 with open(summary, "a", encoding="utf-8") as fh:
                     fh.write(md)

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Optional
@@ -12,7 +11,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from ..choices import TASK_HELP, Device, parse_task, require_device
+from ..choices import DEFAULT_FIX_OUT, TASK_HELP, Device, parse_task, require_device
 
 
 def _split(values: Optional[list[str]]) -> Optional[list[str]]:
@@ -26,7 +25,8 @@ def register(app: typer.Typer) -> None:
     @app.command("fix")
     def fix(
         model_id: str = typer.Argument(..., help="model_type, class name, Hub repo or config.json path"),
-        out: Path = typer.Option(Path("fixes"), "--out", help="bundle directory root (one bundle per model/cluster)"),
+        out: Path = typer.Option(DEFAULT_FIX_OUT, "--out", help="bundle directory root (one bundle per model/cluster); "
+                                 "the default is under .enablebot/, which git ignores"),
         cluster: Optional[str] = typer.Option(None, help="only this cluster: key, registry id (GB0033) or type substring"),
         from_triage: Optional[Path] = typer.Option(None, "--from-triage", help="triage / run JSON naming the breaks to fix"),
         attempts: int = typer.Option(3, min=1, max=20, help="LLM attempts per cluster"),
@@ -58,7 +58,7 @@ def register(app: typer.Typer) -> None:
         from ..fix.verify import VerifyOptions
         from ..resolve import UsageError, resolve
 
-        err = Console(stderr=True)
+        err = Console(stderr=True, soft_wrap=True)
         dev = require_device(device)
         if from_triage and not from_triage.is_file():
             err.print(f"[red]error:[/red] {from_triage}: no such file (write one with `enablebot triage` or `run --json`)")
@@ -82,14 +82,18 @@ def register(app: typer.Typer) -> None:
                                 "task": task, "repeats": repeats, "timeout_s": timeout},
                           max_clusters=max_clusters, recipes=not no_recipes, always_agent=always_agent,
                           verify=VerifyOptions(speed_threshold=speed_threshold, sample_models=_split(sample_models)))
-        with err.status(f"[bold]{model_id}[/bold]: starting") as status:
-            outcomes = fix_model(model_id, opts, llm=llm, say=lambda m: status.update(f"[bold]{model_id}[/bold]: {m}"))
+        from ..progress import stages
+
+        with stages(err, f"fix {model_id}") as say:
+            outcomes = fix_model(model_id, opts, llm=llm, say=say)
         table = Table(title=f"enablebot fix {model_id}")
         for col in ("cluster", "status", "kind", "bundle", "note"):
-            table.add_column(col)
+            table.add_column(col, overflow="fold")
         for o in outcomes:
             table.add_row(o.cluster, o.status, o.kind or "–", o.bundle_dir or "–", o.message)
-        Console().print(table)
+        from ..render import out_console
+
+        out_console().print(table)
         if any(o.status == "error" for o in outcomes):
             raise typer.Exit(1)
 
@@ -102,7 +106,7 @@ def register(app: typer.Typer) -> None:
                                                           help="other architectures to re-check (comma-separated)"),
         backend: Optional[str] = typer.Option(None, help="override the bundle's torch.compile backend"),
         summary: Optional[Path] = typer.Option(None, help="also write the Markdown summary here"),
-        json_path: Optional[Path] = typer.Option(None, "--json", help="write the verifications as JSON here"),
+        json_path: Optional[Path] = typer.Option(None, "--json", help="write the verifications as JSON here (- for stdout)"),
     ) -> None:
         """Re-run each bundle's model unpatched and with the bundle's patch (overlay) or recipe:
         same checks as `fix`. Writes a Markdown summary (to GITHUB_STEP_SUMMARY when set);
@@ -113,7 +117,7 @@ def register(app: typer.Typer) -> None:
         from ..fix.report import verify_summary
         from ..fix.verify import verify_bundle
 
-        err = Console(stderr=True)
+        err = Console(stderr=True, soft_wrap=True)
         dev = require_device(device)
         for b in bundles:
             try:
@@ -124,7 +128,10 @@ def register(app: typer.Typer) -> None:
         results = []
         cache: dict = {}  # unpatched runs shared by bundles of the same model
         for b in bundles:
-            with err.status(f"verifying {b}"):
+            from ..progress import stages
+
+            with stages(err, f"verify {b}") as say:
+                say("re-running the model unpatched and with the bundle")
                 try:
                     ver = verify_bundle(b, device=dev, speed_threshold=speed_threshold,
                                         sample_models=_split(sample_models), backend=backend, cache=cache)
@@ -132,13 +139,15 @@ def register(app: typer.Typer) -> None:
                 except (PatchRejected, PatchApplyError, ValueError) as e:
                     results.append((str(b), None, f"{type(e).__name__}: {e}"))
         text = verify_summary(results)
-        Console().print(text, markup=False, highlight=False)
+        from ..outputs import to_stdout, write_json
+
+        Console(stderr=to_stdout(json_path)).print(text, markup=False, highlight=False)
         targets = [p for p in (summary, Path(os.environ["GITHUB_STEP_SUMMARY"]) if os.environ.get("GITHUB_STEP_SUMMARY") else None) if p]
         for t in targets:
             with open(t, "a", encoding="utf-8") as f:
                 f.write(text)
         if json_path:
-            json_path.write_text(json.dumps([{"bundle": n, "error": e, "verification": v.to_dict() if v else None}
-                                             for n, v, e in results], indent=1), encoding="utf-8")
+            write_json(json_path, [{"bundle": n, "error": e, "verification": v.to_dict() if v else None}
+                                   for n, v, e in results])
         if not all(v is not None and v.passed for _, v, _ in results):
             raise typer.Exit(1)

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Optional
 
@@ -25,7 +24,7 @@ def support(
     key: Optional[str] = typer.Option(None, "--key", help="only this device/mode, e.g. cpu/eval"),
     discovered_only: bool = typer.Option(False, "--discovered-only",
                                          help="only architectures the watcher found on the Hub"),
-    json_path: Optional[Path] = typer.Option(None, "--json", help="write the report as JSON here"),
+    json_path: Optional[Path] = typer.Option(None, "--json", help="write the report as JSON here (- for stdout)"),
 ) -> None:
     """Time to support per architecture and device, and the median.
 
@@ -36,27 +35,36 @@ def support(
     try:
         reg = Registry.load(registry)
     except RegistryError as e:
-        Console(stderr=True).print(f"[red]error:[/red] {e}")
+        Console(stderr=True, soft_wrap=True).print(f"[red]error:[/red] {e}")
         raise typer.Exit(2)
     rep = time_to_support(reg, discovered_only=discovered_only, key=key)
-    out = Console()
-    rows = Table(title="time to support (full_graph + numerics passing)", title_justify="left")
-    for col in ("architecture", "device/mode", "first seen", "supported at", "time to support", "latest verdict"):
-        rows.add_column(col)
-    for r in rep.rows:
-        took = human_duration(r.seconds) if r.seconds is not None else f"open {human_duration(r.open_seconds)}"
-        rows.add_row(r.model_type, r.key or "not run", r.first_seen[:16], (r.supported_at or "-")[:16], took,
-                     r.verdict or "-")
-    out.print(rows)
-    summary = Table(title="median per device/mode", title_justify="left")
-    for col in ("device/mode", "supported", "median time to support"):
-        summary.add_column(col)
-    for s in rep.summaries:
-        summary.add_row(s.key, f"{s.supported}/{s.architectures}", human_duration(s.median_seconds))
-    out.print(summary)
+    from ..outputs import to_stdout, write_json
+    from ..render import out_console
+
+    out = out_console(stderr=to_stdout(json_path))
+    if not rep.rows:
+        filt = " and ".join(x for x in (f"--key {key}" if key else "", "--discovered-only" if discovered_only else "") if x)
+        Console(stderr=True, soft_wrap=True).print(
+            f"no architectures to report{' with ' + filt if filt else ''} in {reg.path}. Statuses come from "
+            "`enablebot registry record RESULTS_DIR` (after a sweep) or `enablebot watch --run`"
+            + ("; drop the filter to see all" if filt else "") + ".", markup=False, highlight=False)
+    else:
+        rows = Table(title="time to support (full_graph + numerics passing)", title_justify="left")
+        for col in ("architecture", "device/mode", "first seen", "supported at", "time to support", "latest verdict"):
+            rows.add_column(col, overflow="fold")
+        for r in rep.rows:
+            took = human_duration(r.seconds) if r.seconds is not None else f"open {human_duration(r.open_seconds)}"
+            rows.add_row(r.model_type, r.key or "not run", r.first_seen[:16], (r.supported_at or "-")[:16], took,
+                         r.verdict or "-")
+        out.print(rows)
+        summary = Table(title="median per device/mode", title_justify="left")
+        for col in ("device/mode", "supported", "median time to support"):
+            summary.add_column(col, overflow="fold")
+        for s in rep.summaries:
+            summary.add_row(s.key, f"{s.supported}/{s.architectures}", human_duration(s.median_seconds))
+        out.print(summary)
     if json_path:
-        json_path.parent.mkdir(parents=True, exist_ok=True)
-        json_path.write_text(json.dumps(rep.to_dict(), indent=2) + "\n", encoding="utf-8")
+        write_json(json_path, rep.to_dict())
 
 
 def register(app: typer.Typer) -> None:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import sys
 from pathlib import Path
 from typing import Optional
 
@@ -30,7 +28,8 @@ def register(app: typer.Typer) -> None:
         task: Optional[str] = typer.Option(None, callback=parse_task, help=TASK_HELP + " (default: main)"),
         timeout: float = typer.Option(900.0, help="wall-clock limit for the model process, seconds"),
         trace: Optional[Path] = typer.Option(None, "--trace", help="keep torch's structured trace (TORCH_TRACE) here for tlparse"),
-        json_path: Optional[Path] = typer.Option(None, "--json", help="write the full result JSON here"),
+        json_path: Optional[Path] = typer.Option(None, "--json", help="write the full result JSON here (- for stdout; "
+                                                 "the human summary then goes to stderr)"),
         registry: Optional[Path] = typer.Option(None, help="model_registry.yaml (default: the repo's)"),
         allow_remote_code: bool = typer.Option(False, "--allow-remote-code", help="allow this repo's auto_map code (never by default)"),
         no_isolation: bool = typer.Option(False, "--no-isolation", help="run in this process (debugging)"),
@@ -39,11 +38,11 @@ def register(app: typer.Typer) -> None:
         graph break, numerics against fp64, and speedup. Exit 0 when the run completed (any verdict)."""
         from ..isolation import run_in_child
         from ..registry import Registry, RegistryError
-        from ..render import rich_summary
+        from ..render import out_console, rich_summary
         from ..resolve import UsageError, resolve
         from ..results import RunSpec
 
-        err = Console(stderr=True)
+        err = Console(stderr=True, soft_wrap=True)
         dev = require_device(device)
         try:
             reg = Registry.load(registry)
@@ -59,18 +58,18 @@ def register(app: typer.Typer) -> None:
                        dynamic=dynamic, size=size.value, batch_size=batch_size, seq_len=seq_len, repeats=repeats, warmup=warmup,
                        task=task, timeout_s=timeout, trace_dir=str(trace) if trace else None,
                        registry=str(reg.path), allow_remote_code=allow_remote_code)
-        with err.status(f"[bold]{model_id}[/bold]: starting") as status:
-            def progress(msg: str) -> None:
-                status.update(f"[bold]{model_id}[/bold]: {msg}")
+        from ..progress import stages
 
+        with stages(err, model_id) as progress:
             if no_isolation:
                 from ..runner import run_spec
 
                 result = run_spec(spec, progress=progress)
             else:
                 result = run_in_child(spec, progress=progress)
-        Console().print(rich_summary(result))
+        from ..outputs import to_stdout, write_json
+
+        out_console(stderr=to_stdout(json_path)).print(rich_summary(result))
         if json_path:
-            json_path.parent.mkdir(parents=True, exist_ok=True)
-            json_path.write_text(json.dumps(result.to_dict(), indent=1), encoding="utf-8")
-            err.print(f"result written to {json_path}")
+            where = write_json(json_path, result.to_dict())
+            err.print(f"result written to {where}")

@@ -10,13 +10,14 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from ..choices import Device, Dtype, Mode, Pass, Size, TaskKind, require_device
+from ..choices import DEFAULT_SWEEP_OUT, Device, Dtype, Mode, Pass, Size, TaskKind, require_device
 
 
 def register(app: typer.Typer) -> None:
     @app.command("sweep")
     def sweep(
-        out: Path = typer.Option(Path("results/sweep"), help="output directory (results.jsonl checkpoint, logs, reports)"),
+        out: Path = typer.Option(DEFAULT_SWEEP_OUT, help="output directory (results.jsonl checkpoint, logs, reports); "
+                                 "the default is under .enablebot/, which git ignores"),
         pass_: Pass = typer.Option(Pass.dynamo, "--pass", help="dynamo: graph breaks over everything (cheap); inductor: numerics + speedup"),
         device: Device = typer.Option(Device.cpu),
         mode: List[Mode] = typer.Option([Mode.eval, Mode.train], help="repeatable"),
@@ -36,12 +37,14 @@ def register(app: typer.Typer) -> None:
         report: bool = typer.Option(True, help="write reports (Markdown, HTML, CSV, triage) when done"),
         max_minutes: Optional[float] = typer.Option(None, help="start no new model after this long; rerun to resume"),
         fullgraph_check: bool = typer.Option(False, help="dynamo pass: also try fullgraph=True on breaking models"),
+        progress_every: Optional[int] = typer.Option(None, min=1, help="without a terminal: a counts + ETA line "
+                                                     "every N finished items (default: about every 10%)"),
     ) -> None:
         """Run every architecture (or a shard of them); resumable: finished models are not redone."""
         from ..registry import Registry
         from ..sweep import PASSES, SweepOptions, default_jobs, parse_shard, plan, run_sweep
 
-        err = Console(stderr=True)
+        err = Console(stderr=True, soft_wrap=True)
         if pass_.value not in PASSES:
             err.print(f"[red]error:[/red] --pass {pass_.value}: this sweep runs only {', '.join(PASSES)}")
             raise typer.Exit(2)
@@ -74,19 +77,34 @@ def register(app: typer.Typer) -> None:
                             registry=str(reg.path), fullgraph_check=fullgraph_check)
         items = plan(reg, opts, wanted or None, sh)
         err.print(f"{len(items)} items ({pass_.value} pass, {dev}){f', shard {shard}' if shard else ''} -> {out}")
-        with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                      TimeElapsedColumn(), TimeRemainingColumn(), TextColumn("{task.fields[last]}"),
-                      console=err, transient=False) as progress:
-            bar = progress.add_task("sweep", total=len(items), last="")
+        from ..checkpoint import Checkpoint
+        from ..progress import LineProgress, interactive
+        from ..sweep import spec_key, to_spec
 
-            def on_result(r):
-                progress.update(bar, advance=1, last=f"{r.spec.model_id}/{r.spec.task}/{r.spec.mode}: {r.verdict}")
+        done = Checkpoint(out).done if out.exists() else set()
+        todo = sum(1 for it in items if spec_key(to_spec(it, opts)) not in done)
+        if not interactive(err):  # CI logs: a line per finished item, counts and ETA every few
+            lines = LineProgress(err, todo, every=progress_every)
 
-            stats = run_sweep(items, opts, out, jobs=jobs, on_result=on_result, max_minutes=max_minutes)
-            progress.update(bar, completed=len(items))
+            def on_line(r):
+                lines.item(f"{r.spec.model_id}/{r.spec.task}/{r.spec.mode}", r.verdict, r.duration_s)
+
+            stats = run_sweep(items, opts, out, jobs=jobs, on_result=on_line, max_minutes=max_minutes)
+        else:
+            with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                          TimeElapsedColumn(), TimeRemainingColumn(), TextColumn("{task.fields[last]}"),
+                          console=err, transient=False) as progress:
+                bar = progress.add_task("sweep", total=todo, last="")
+
+                def on_result(r):
+                    progress.update(bar, advance=1, last=f"{r.spec.model_id}/{r.spec.task}/{r.spec.mode}: {r.verdict}")
+
+                stats = run_sweep(items, opts, out, jobs=jobs, on_result=on_result, max_minutes=max_minutes)
+                progress.update(bar, completed=todo)
         rate = stats.ran / (stats.wall_s / 60) if stats.wall_s else 0.0
         err.print(f"ran {stats.ran} (skipped {stats.skipped_done} already done) in {stats.wall_s:.0f} s "
-                  f"= {rate:.1f} models/min; {stats.verdicts}"
+                  f"= {rate:.1f} models/min; " + (", ".join(f"{n} {v}" for v, n in sorted(stats.verdicts.items(),
+                                                                                key=lambda kv: -kv[1])) or "nothing ran")
                   + (f"; {stats.not_started} not started (time budget): rerun to resume" if stats.not_started else ""))
         if report:
             from ..reports import write_reports
@@ -104,7 +122,7 @@ def register(app: typer.Typer) -> None:
         from ..reports import write_reports
 
         if not (results / RESULTS_FILE).exists():
-            Console(stderr=True).print(f"[red]error:[/red] {results / RESULTS_FILE} does not exist")
+            Console(stderr=True, soft_wrap=True).print(f"[red]error:[/red] {results / RESULTS_FILE} does not exist")
             raise typer.Exit(2)
         for p in write_reports(results, _modalities(Registry.load())):
             print(p)
@@ -127,12 +145,12 @@ def register(app: typer.Typer) -> None:
         for d in shards:
             f = d / RESULTS_FILE
             if not f.exists():
-                Console(stderr=True).print(f"[red]error:[/red] {f} does not exist (is {d} a sweep output?)")
+                Console(stderr=True, soft_wrap=True).print(f"[red]error:[/red] {f} does not exist (is {d} a sweep output?)")
                 raise typer.Exit(2)
             merged.update(load_results(f))
         out.mkdir(parents=True, exist_ok=True)
         write_results(out / RESULTS_FILE, merged.values())
-        Console(stderr=True).print(f"{len(merged)} results from {len(shards)} shards -> {out / RESULTS_FILE}")
+        Console(stderr=True, soft_wrap=True).print(f"{len(merged)} results from {len(shards)} shards -> {out / RESULTS_FILE}")
         if report:
             from ..reports import write_reports
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -50,7 +49,7 @@ def register(app: typer.Typer) -> None:
         mode: Mode = typer.Option(Mode.eval, help="mode for --run"),
         allow_remote_code: list[str] = typer.Option([], "--allow-remote-code", metavar="REPO",
                                                     help="repo whose remote code --run may execute (repeatable)"),
-        json_path: Optional[Path] = typer.Option(None, "--json", help="write the poll report as JSON here"),
+        json_path: Optional[Path] = typer.Option(None, "--json", help="write the poll report as JSON here (- for stdout)"),
         show_all: bool = typer.Option(False, "--show-all", help="list registered and ignored models too"),
         timeout: float = typer.Option(10.0, min=0.1, help="seconds per Hub request"),
         retries: int = typer.Option(3, min=0, help="retries per Hub request on 429/5xx/timeouts (waits honour "
@@ -66,7 +65,7 @@ def register(app: typer.Typer) -> None:
         from ..results import RunResult, RunSpec
         from ..watch import KINDS, watch_once
 
-        err = Console(stderr=True)
+        err = Console(stderr=True, soft_wrap=True)
         from ..choices import require_device
 
         dev = require_device(device) if run else device.value
@@ -90,7 +89,11 @@ def register(app: typer.Typer) -> None:
             err.print(f"[red]error:[/red] {e}")
             raise typer.Exit(2)
 
-        out = Console()
+        from ..render import out_console
+
+        from ..outputs import to_stdout, write_json
+
+        out = out_console(stderr=to_stdout(json_path))
         counts = {k: len(report.by_kind(k)) for k in KINDS if report.by_kind(k)}
         shown = [d for d in report.decisions if show_all or d.kind not in ("registered", "ignored")]
         table = Table(title=f"{len(report.decisions)} listing entries on {report.endpoint}: "
@@ -126,8 +129,7 @@ def register(app: typer.Typer) -> None:
             err.print(f"[yellow]warning:[/yellow] --limit {limit} was reached before the cursor; models created "
                       "between the cursor and the oldest one examined were not seen (raise --limit or poll more often)")
         if json_path:
-            json_path.parent.mkdir(parents=True, exist_ok=True)
-            json_path.write_text(json.dumps(report.to_dict(), indent=2) + "\n", encoding="utf-8")
+            write_json(json_path, report.to_dict())
         if report.stopped:
             err.print(f"[red]error:[/red] the poll stopped early: {report.stopped}\n"
                       "What was handled is saved; the next poll resumes from the cursor.")
