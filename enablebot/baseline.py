@@ -33,6 +33,19 @@ class Baseline(Serializable):
     torch: str
     transformers: str
     entries: dict[str, Expected] = field(default_factory=dict)
+    pass_name: str | None = None  # dynamo | inductor | build; None in baselines written before it was recorded
+    scenarios: list[str] = field(default_factory=list)  # the scenarios its entries cover (keys carry each one)
+
+    def kind(self) -> str:
+        """The pass of this baseline. Older files did not record it: only the Inductor pass judges
+        numerics, so entries with numerics mark an Inductor baseline."""
+        inferred = "inductor" if any(e.numerics_passed is not None for e in self.entries.values()) else "dynamo"
+        return self.pass_name or inferred
+
+    @property
+    def predates_scenarios(self) -> bool:
+        """Keys without a scenario: made by the older minimal harness (cache off, no padding)."""
+        return any(k.count("|") == 4 for k in self.entries)
 
     @staticmethod
     def load(path: Path) -> "Baseline":
@@ -56,20 +69,48 @@ def baseline_name(r: RunResult) -> str:
 
 def expected_from(r: RunResult) -> Expected:
     return Expected(verdict=r.verdict, graph_breaks=r.stats.graph_breaks if r.stats else None,
-                    numerics_passed=r.numerics.passed if r.numerics else None)
+                    # inconclusive numerics claim nothing either way
+                    numerics_passed=None if not r.numerics or r.numerics.status == "inconclusive"
+                    else r.numerics.status == "pass")
 
 
 def baseline_from(results: list[RunResult], old: Baseline | None = None) -> Baseline:
     """A refreshed baseline; `flaky` marks and notes of the old one are kept."""
     first = results[0] if results else None
     b = Baseline(device=first.spec.device if first else "cpu", torch=first.versions.torch if first else "",
-                 transformers=first.versions.transformers if first else "")
+                 transformers=first.versions.transformers if first else "",
+                 pass_name=first.spec.pass_name if first else None,
+                 scenarios=sorted({r.spec.scenario_name for r in results}))
     for r in results:
         e = expected_from(r)
         if old and r.key in old.entries:
             e.flaky, e.note = old.entries[r.key].flaky, old.entries[r.key].note
         b.entries[r.key] = e
     return b
+
+
+def kinds(results: list[RunResult]) -> set[str]:
+    return {r.spec.pass_name for r in results}
+
+
+def incomparable(results: list[RunResult], base: Baseline | None, path: Path | str = "the baseline") -> str | None:
+    """Why these results cannot be checked against (or written into) `base`, or None.
+    A Dynamo-pass baseline has no numerics and counts breaks with the eager backend: checking
+    Inductor results against it reports false changes, so the pass must match. Scenarios may
+    mix: every key carries its scenario, so an item is only ever compared with the same scenario."""
+    found = kinds(results)
+    if len(found) > 1:
+        return f"the results mix passes ({', '.join(sorted(found))}): check each sweep directory on its own"
+    if base is None or not found:
+        return None
+    p, bp = next(iter(found)), base.kind()
+    if p != bp:
+        return (f"the results are the {p} pass but {path} is the {bp} pass: give --baseline a file made "
+                f"from the {p} pass (`enablebot check RESULTS --baseline FILE --update`)")
+    if base.predates_scenarios and any(k.count("|") == 5 for k in (r.key for r in results)):
+        return (f"{path} predates scenarios (the minimal harness: cache off, no padding); its items are not the "
+                "scenarios these results ran: refresh it with `enablebot check RESULTS --baseline FILE --update`")
+    return None
 
 
 @dataclass

@@ -10,11 +10,28 @@ import typer
 app = typer.Typer(
     name="enablebot",
     help="Model-enablement bot for torch.compile: watch the Hub, run and sweep architectures, "
-    "triage graph breaks, draft and verify fixes, open PRs.",
+    "triage graph breaks, draft and verify fixes, open PRs. Default outputs (sweep results, fix bundles) "
+    "go under ./.enablebot/, which git ignores; --json - writes JSON to stdout.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
+
+
+def _version(value: bool) -> None:
+    if value:
+        from . import __version__
+
+        typer.echo(f"enablebot {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="print the version and exit"),
+) -> None:
+    pass
 
 # One module per command group; each defines `register(app: typer.Typer) -> None`.
 COMMAND_MODULES = (

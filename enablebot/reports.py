@@ -24,7 +24,7 @@ from .triage import Cluster, by_type, cluster_breaks
 
 CSV_COLUMNS = ("dev", "name", "task", "mode", "dtype", "batch_size", "status", "accuracy", "graph_breaks",
                "unique_graph_breaks", "speedup", "abs_latency", "compilation_latency", "graphs", "recompiles",
-               "torch", "transformers")
+               "torch", "transformers", "speedup_p10", "speedup_p90", "noise", "flags", "compile_cache")
 
 
 @dataclass
@@ -34,9 +34,14 @@ class SweepSummary(Serializable):
     coverage: float = 0.0  # share that built and ran eager, out of all but missing_dependency
     create_eager_error_rate: float = 0.0
     full_graph_rate: float = 0.0  # among those that ran
-    numerics_pass_rate: float | None = None
-    speedup_median: float | None = None
+    numerics_pass_rate: float | None = None  # among judged runs: inconclusive ones are left out
+    numerics_inconclusive: int = 0  # eager not deterministic beyond tolerance: no judgement
+    speedup_median: float | None = None  # over trustworthy speedups only (no noise/contention flag)
     speedup_geomean: float | None = None
+    speedups_measured: int = 0
+    speedups_trusted: int = 0
+    speedup_flags: dict[str, int] = field(default_factory=dict)  # why the others are not trusted
+    compile_cache: dict[str, int] = field(default_factory=dict)  # warm | cold | partial -> runs
     versions: list[str] = field(default_factory=list)
     devices: list[str] = field(default_factory=list)
     missing_dependency: dict[str, list[str]] = field(default_factory=dict)  # package -> models
@@ -65,10 +70,17 @@ def summarize(results: list[RunResult]) -> SweepSummary:
     ok = [r for r in results if r.ok]
     if ok:
         s.full_graph_rate = round(sum(r.verdict == "full_graph" for r in ok) / len(ok), 4)
-    judged = [r for r in ok if r.numerics is not None]
+    judged = [r for r in ok if r.numerics is not None and r.numerics.status != "inconclusive"]
+    s.numerics_inconclusive = sum(1 for r in ok if r.numerics is not None and r.numerics.status == "inconclusive")
     if judged:
-        s.numerics_pass_rate = round(sum(r.numerics.passed for r in judged) / len(judged), 4)
-    speedups = [r.timing.speedup for r in ok if r.timing and r.timing.speedup]
+        s.numerics_pass_rate = round(sum(r.numerics.status == "pass" for r in judged) / len(judged), 4)
+    measured = [r.timing for r in ok if r.timing and r.timing.speedup]
+    speedups = [t.speedup for t in measured if t.trustworthy]
+    s.speedups_measured, s.speedups_trusted = len(measured), len(speedups)
+    s.speedup_flags = dict(Counter(f for t in measured for f in (t.flags or (["not_assessed"] if not t.noise else [])))
+                           .most_common())
+    caches = Counter(r.timing.compile_cache for r in ok if r.timing and r.timing.compile_cache)
+    s.compile_cache = dict(caches.most_common())
     if speedups:
         s.speedup_median = round(statistics.median(speedups), 3)
         s.speedup_geomean = round(statistics.geometric_mean(speedups), 3)
@@ -113,8 +125,26 @@ def write_csv(path: Path, results: list[RunResult]) -> None:
                     r.verdict, accuracy(r), st.graph_breaks if st else "", st.unique_graph_breaks if st else "",
                     f"{t.speedup:.4f}" if t and t.speedup else "", f"{t.compiled_ms / 1e3:.6f}" if t and t.compiled_ms else "",
                     f"{t.compile_s:.3f}" if t and t.compile_s is not None else "", st.graphs if st else "",
-                    st.recompiles if st else "", r.versions.torch, r.versions.transformers])
+                    st.recompiles if st else "", r.versions.torch, r.versions.transformers,
+                    *_speedup_band(t), (t.noise or "not_assessed") if t and t.speedup else "",
+                    " ".join(t.flags) if t else "", (t.compile_cache or "") if t else ""])
     atomic_write_text(path, buf.getvalue())
+
+
+def where(c: Cluster) -> str:
+    """A cluster's place with a line number (of its example break): path:line in function."""
+    uf = c.example.user_frame if c.example else None
+    if uf is None or ":" not in c.location:
+        return c.location
+    path, function = c.location.rsplit(":", 1)
+    return f"{path}:{uf.lineno} in {function}" if uf.lineno else c.location
+
+
+def _speedup_band(t) -> tuple[str, str]:
+    """Speedup range from the spread: p10 eager / p90 compiled .. p90 eager / p10 compiled."""
+    if not (t and t.speedup and t.eager_p10_ms and t.compiled_p90_ms and t.compiled_p10_ms):
+        return "", ""
+    return f"{t.eager_p10_ms / t.compiled_p90_ms:.4f}", f"{t.eager_p90_ms / t.compiled_p10_ms:.4f}"
 
 
 def _family_table(results: list[RunResult]) -> dict[str, Counter]:
@@ -134,9 +164,21 @@ def markdown(summary: SweepSummary, clusters: list[Cluster], results: list[RunRe
                   "missing optional packages excluded)",
               f"- full graph among those that ran: {s.full_graph_rate:.1%}"]
     if s.numerics_pass_rate is not None:
-        lines.append(f"- numerics pass (fp64 reference): {s.numerics_pass_rate:.1%}")
-    if s.speedup_median is not None:
-        lines.append(f"- speedup median {s.speedup_median:.2f}x, geomean {s.speedup_geomean:.2f}x")
+        lines.append(f"- numerics pass (fp64 reference): {s.numerics_pass_rate:.1%}"
+                     + (f"; {s.numerics_inconclusive} inconclusive (eager not deterministic beyond tolerance)"
+                        if s.numerics_inconclusive else ""))
+    if s.speedups_measured:
+        why = ", ".join(f"{k} {v}" for k, v in s.speedup_flags.items())
+        if s.speedup_median is not None:
+            lines.append(f"- speedup median {s.speedup_median:.2f}x, geomean {s.speedup_geomean:.2f}x over the "
+                         f"{s.speedups_trusted} trustworthy of {s.speedups_measured} measured"
+                         + (f" (left out: {why})" if why else ""))
+        else:
+            lines.append(f"- speedup: none of the {s.speedups_measured} measured is trustworthy ({why}); "
+                         "no geomean. Rerun on a quiet machine with --jobs 1")
+    if s.compile_cache:
+        lines.append("- Inductor cache at first compile: " + ", ".join(f"{k} {v}" for k, v in s.compile_cache.items())
+                     + " (warm compile times are not cold-start times)")
     if s.model_seconds_p50 is not None:
         lines.append(f"- time per model: median {s.model_seconds_p50:.1f} s, p90 {s.model_seconds_p90:.1f} s, "
                      f"total {s.model_seconds_total:.0f} s of worker time; slowest: "
@@ -152,7 +194,7 @@ def markdown(summary: SweepSummary, clusters: list[Cluster], results: list[RunRe
     lines += ["", f"## Top graph-break clusters (of {len(clusters)})", "",
               "| models | occurrences | break type | id | where | class |", "|---|---|---|---|---|---|"]
     for c in clusters[:top]:
-        lines.append(f"| {c.n_models} | {c.occurrences} | {c.gb_type} | {c.registry_id or '-'} | `{c.location}` | {c.classification} |")
+        lines.append(f"| {c.n_models} | {c.occurrences} | {c.gb_type} | {c.registry_id or '-'} | `{where(c)}` | {c.classification} |")
     lines += ["", "## Break types by models affected", "", "| break type | id | models | clusters |", "|---|---|---|---|"]
     for t, i, m, n in by_type(clusters)[:top]:
         lines.append(f"| {t} | {i or '-'} | {m} | {n} |")
@@ -194,12 +236,12 @@ def plots(results: list[RunResult], clusters: list[Cluster]) -> list[tuple[str, 
     out.append(("Status per modality", _png(fig)))
     plt.close(fig)
 
-    speedups = [r.timing.speedup for r in results if r.ok and r.timing and r.timing.speedup]
+    speedups = [r.timing.speedup for r in results if r.ok and r.timing and r.timing.trustworthy]
     if speedups:
         fig, ax = plt.subplots(figsize=(8, 3))
         ax.hist(speedups, bins=30)
         ax.axvline(1.0, color="k", linestyle="--")
-        ax.set_xlabel("speedup (median eager / median compiled)")
+        ax.set_xlabel("trustworthy speedups (median eager / median compiled)")
         ax.set_ylabel("runs")
         out.append(("Speedup distribution", _png(fig)))
         plt.close(fig)
@@ -214,12 +256,19 @@ def plots(results: list[RunResult], clusters: list[Cluster]) -> list[tuple[str, 
     return out
 
 
+def _speedup_cell(r: RunResult) -> str:
+    t = r.timing
+    if not (t and t.speedup):
+        return ""
+    return f"{t.speedup:.2f}" + ("" if t.trustworthy else f" ({html.escape(' '.join(t.flags) or 'not assessed')})")
+
+
 def html_report(summary: SweepSummary, clusters: list[Cluster], results: list[RunResult]) -> str:
     imgs = "".join(f"<h2>{html.escape(t)}</h2><img src='data:image/png;base64,{b64}'>" for t, b64 in plots(results, clusters))
     rows = "".join(
         f"<tr><td>{html.escape(r.spec.model_id)}</td><td>{r.spec.task}</td><td>{r.spec.mode}</td>"
         f"<td class='{r.verdict}'>{r.verdict}</td><td>{r.stats.graph_breaks if r.stats else ''}</td>"
-        f"<td>{accuracy(r)}</td><td>{f'{r.timing.speedup:.2f}' if r.timing and r.timing.speedup else ''}</td>"
+        f"<td>{accuracy(r)}</td><td>{_speedup_cell(r)}</td>"
         f"<td>{html.escape((r.graph_breaks[0].gb_type if r.graph_breaks else '') or (r.error.type if r.error else ''))}</td></tr>"
         for r in sorted(results, key=lambda r: r.key))
     md = html.escape(markdown(summary, clusters, results, top=25))

@@ -151,13 +151,22 @@ class Numerics(Serializable):
     worst_error: float | None = None  # rmse(fp64, compiled) of the worst output
     worst_ref_error: float | None = None  # rmse(fp64, eager) of that output
     message: str = ""
+    # pass | fail | inconclusive. Inconclusive: eager disagrees with itself beyond the tolerance
+    # (two eager runs judged like compiled vs eager), so compiled vs eager means nothing; then
+    # `passed` is False, though nothing is known to be wrong. Older results: derived from `passed`.
+    status: str = ""
+    eager_self_error: float | None = None  # largest rmse(eager run 1, eager run 2) when they differ
+
+    def __post_init__(self) -> None:
+        if not self.status:
+            self.status = "pass" if self.passed else "fail"
 
     @property
     def accuracy(self) -> str:
         """PyTorch's benchmark CSV accuracy word for these numerics."""
-        if not self.eager_deterministic:
+        if self.status == "inconclusive":  # the harness's word for it; never "pass"
             return "eager_two_runs_differ"
-        return "pass" if self.passed else "fail_accuracy"
+        return "pass" if self.status == "pass" else "fail_accuracy"
 
 
 @dataclass
@@ -169,6 +178,25 @@ class Timing(Serializable):
     compile_s: float | None = None  # first compiled call, tracing + codegen
     eager_peak_mb: float | None = None
     compiled_peak_mb: float | None = None
+    # Spread of the repeats (ms) and why a speedup may not be trusted (enablebot/timing.py).
+    eager_p10_ms: float | None = None
+    eager_p90_ms: float | None = None
+    compiled_p10_ms: float | None = None
+    compiled_p90_ms: float | None = None
+    eager_iqr_ms: float | None = None
+    compiled_iqr_ms: float | None = None
+    eager_cv: float | None = None  # stdev / mean
+    compiled_cv: float | None = None
+    cpu_steal: float | None = None  # share of CPU time stolen by the hypervisor while timing (/proc/stat)
+    load_per_core: float | None = None  # 1-minute load average / cores, at the start of timing
+    flags: list[str] = field(default_factory=list)  # spread, high_cv, cpu_steal, load, parallel_workers, ...
+    noise: str = ""  # ok | noisy; "" = not assessed (older results): not trusted
+    compile_cache: str | None = None  # warm | cold | partial: Inductor FX graph cache hits on the first compile
+
+    @property
+    def trustworthy(self) -> bool:
+        """A speedup to put in a geomean: measured, assessed, and no noise or contention flag."""
+        return self.speedup is not None and self.noise == "ok"
 
 
 @dataclass
@@ -213,6 +241,11 @@ class RunSpec(Serializable):
     def __post_init__(self) -> None:
         if self.fast and self.pass_name == "inductor":
             self.pass_name = "dynamo"
+
+    @property
+    def scenario_name(self) -> str:
+        """The scenario that ran (older results: `dynamic` when compiled with dynamic shapes, else call)."""
+        return self.scenario or ("dynamic" if self.dynamic else "call")
 
 
 @dataclass

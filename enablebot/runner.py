@@ -144,6 +144,8 @@ class Run:
     call: Callable[[Any, dict[str, Any]], Any] | None = None
     eager_outs: list[Any] = field(default_factory=list)
     deterministic: bool = True
+    eager_again: list[Any] | None = None  # the second eager run, kept when it differs (numerics: inconclusive?)
+    compile_cache: str | None = None  # warm | cold | partial: the Inductor cache during the first compiled calls
     fp64_outs: list[Any] | None = None
     compiled: Any = None
     compiled_outs: list[Any] = field(default_factory=list)
@@ -200,7 +202,9 @@ def _reference(run: Run) -> None:
 
     from . import scenarios
 
-    run.deterministic = numerics.outputs_equal(run.eager_outs, run.steps_through(run.model))
+    again = run.steps_through(run.model)
+    run.deterministic = numerics.outputs_equal(run.eager_outs, again)
+    run.eager_again = None if run.deterministic else again
     spec = run.spec
     try:
         fp64_model = copy.deepcopy(run.model).to(dtype=torch.float64)
@@ -233,6 +237,7 @@ def _trace(run: Run) -> None:
     result.explain_graphs = sum(s.graphs for s in result.steps if not s.name.startswith("marked:"))
     result.explain_breaks = sum(s.graph_breaks for s in result.steps)
     result.stats = counter_stats(counters, recompiles.count, ops=explainer.op_count)
+    run.compile_cache = timing.compile_cache_state({"inductor": dict(counters.get("inductor", {}))})
     # What the fix gates compare before/after a patch (a patch that stops capture must show here).
     result.ops_captured = sum(s.ops for s in result.steps if not s.name.startswith("marked:"))
     result.frames_skipped = result.stats.fallbacks_to_eager
@@ -240,7 +245,8 @@ def _trace(run: Run) -> None:
     if spec.pass_name == "inductor" and run.plan.steps:
         # Steady state: a second call of every step (guards hold, no recompiles expected).
         run.compiled_outs = run.steps_through(run.compiled)
-        result.timing = Timing(compile_s=round(sum(s.first_call_s or 0.0 for s in result.steps), 3))
+        result.timing = Timing(compile_s=round(sum(s.first_call_s or 0.0 for s in result.steps), 3),
+                               compile_cache=run.compile_cache)
 
 
 def _trace_steps(run: Run, backend: str, recompiles: _RecompileLog, prefix: str,
@@ -312,7 +318,8 @@ def _numerics(run: Run) -> None:
         return outs[0] if len(outs) == 1 else dict(zip(names, outs))
 
     run.result.numerics = numerics.compare(by_step(run.eager_outs), by_step(run.compiled_outs),
-                                           by_step(run.fp64_outs), tol=tol, eager_deterministic=run.deterministic)
+                                           by_step(run.fp64_outs), tol=tol, eager_deterministic=run.deterministic,
+                                           eager_again=by_step(run.eager_again))
     if not run.deterministic:
         run.result.numerics.message = "eager_two_runs_differ; " + run.result.numerics.message
 
@@ -325,7 +332,7 @@ def _timing(run: Run) -> None:
     got = timing.interleaved(lambda: [run.call(run.model, s.make_inputs()) for s in steps],
                              lambda: [run.call(run.compiled, s.make_inputs()) for s in steps],
                              device=spec.device, repeats=spec.repeats, warmup=spec.warmup)
-    got.compile_s = compile_s
+    got.compile_s, got.compile_cache = compile_s, run.compile_cache
     run.result.timing = got
 
 

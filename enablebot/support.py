@@ -29,7 +29,7 @@ def status_key(device: str, mode: str) -> str:
 
 
 def is_supported(result: RunResult) -> bool:
-    return result.verdict == Verdict.FULL_GRAPH and result.numerics is not None and result.numerics.passed
+    return result.verdict == Verdict.FULL_GRAPH and result.numerics is not None and result.numerics.status == "pass"
 
 
 def record_status(entry: ArchEntry, result: RunResult, *, now: datetime | None = None) -> dict[str, Any]:
@@ -39,7 +39,10 @@ def record_status(entry: ArchEntry, result: RunResult, *, now: datetime | None =
     previous = entry.status.get(key) or {}
     status = {
         "verdict": result.verdict,
-        "numerics_passed": result.numerics.passed if result.numerics is not None else None,
+        # inconclusive (eager not deterministic) claims neither pass nor fail
+        "numerics_passed": None if result.numerics is None or result.numerics.status == "inconclusive"
+        else result.numerics.status == "pass",
+        "numerics_status": result.numerics.status if result.numerics is not None else None,
         "speedup": round(result.timing.speedup, 3) if result.timing and result.timing.speedup is not None else None,
         "torch": result.versions.torch or None,
         "transformers": result.versions.transformers or None,

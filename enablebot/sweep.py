@@ -43,6 +43,7 @@ class SweepOptions:
     seq_len: int = 32
     repeats: int = 10
     timeout_s: float = 300.0
+    timeouts: dict[str, float] = field(default_factory=dict)  # per-model-type overrides of timeout_s
     registry: str | None = None
     backend: str | None = None  # default: eager for dynamo, inductor for inductor
     fullgraph_check: bool = False  # dynamo pass: also run fullgraph=True on breaking models
@@ -134,8 +135,9 @@ def to_spec(item: SweepItem, opts: SweepOptions) -> RunSpec:
                    pass_name=opts.pass_, device=opts.device, dtype=opts.dtype,
                    backend=opts.backend or ("eager" if light else "inductor"), size=opts.size,
                    batch_size=opts.batch_size, seq_len=opts.seq_len, repeats=opts.repeats,
-                   warmup=min(5, opts.repeats), timeout_s=opts.timeout_s, numerics=not light,
-                   timing=not light, registry=opts.registry, fullgraph_check=opts.fullgraph_check or not light)
+                   warmup=min(5, opts.repeats), timeout_s=opts.timeouts.get(item.model_id, opts.timeout_s),
+                   numerics=not light, timing=not light, registry=opts.registry,
+                   fullgraph_check=opts.fullgraph_check or not light)
 
 
 def _threads_per_worker(jobs: int) -> int:
@@ -153,6 +155,25 @@ MAX_CRASH_ATTEMPTS = 2
 def is_final(result: RunResult) -> bool:
     """Whether a checkpointed result stands on resume (a first crash does not)."""
     return result.verdict != "crash" or result.attempts >= MAX_CRASH_ATTEMPTS
+
+
+def mark_contention(result: RunResult, jobs: int) -> None:
+    """Speedups timed on a CPU while other workers ran are not comparable: flag them (the
+    worker cannot see its siblings; the sweep knows how many it started)."""
+    from .timing import add_flags, cores
+
+    t = result.timing
+    if t is None or t.speedup is None or result.spec.device != "cpu":
+        return
+    if jobs > 1:
+        add_flags(t, "parallel_workers")
+    if jobs > cores():
+        add_flags(t, "oversubscribed")
+
+
+def default_jobs(pass_: str, device: str) -> int:
+    """CPU Inductor sweeps time speedups: one model at a time, so the numbers are comparable."""
+    return 1 if (pass_ == "inductor" and device == "cpu") else 2
 
 
 def spec_key(spec: RunSpec) -> str:
@@ -200,6 +221,7 @@ def run_sweep(items: list[SweepItem], opts: SweepOptions, out_dir: Path, *, jobs
     stop = (lambda: time.time() > deadline) if deadline else None
     for result in pool.run(todo, on_start=on_start, should_stop=stop):
         result.attempts = tried.get(result.key, 0) + 1
+        mark_contention(result, jobs)
         ckpt.append(result)
         if keys.get(result.key) is not None:
             from .incremental import append_key

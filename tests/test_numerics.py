@@ -58,3 +58,27 @@ def test_outputs_equal_is_bitwise():
     x = torch.randn(5)
     assert outputs_equal({"a": x}, {"a": x.clone()})
     assert not outputs_equal({"a": x}, {"a": x + 1e-7})
+
+
+def test_eager_that_disagrees_with_itself_beyond_tolerance_is_inconclusive_never_pass():
+    from enablebot.render import numerics_text
+    from enablebot.reports import accuracy
+    from enablebot.results import Numerics, RunResult, RunSpec
+
+    ref64, ref = _fp64_and_fp32()
+    again = ref + 0.4 * torch.randn_like(ref)  # vilt: rmse(eager, eager) 0.386
+    n = compare({"x": ref}, {"x": ref.clone()}, {"x": ref64}, tol=1e-3, eager_deterministic=False, eager_again={"x": again})
+    assert n.status == "inconclusive" and n.passed is False and not n.eager_deterministic
+    assert 0.3 < n.eager_self_error < 0.5 and "eager disagrees with itself" in n.message
+    r = RunResult(spec=RunSpec(model_id="vilt"), verdict="full_graph", numerics=n)
+    text = numerics_text(r)
+    assert text.startswith("INCONCLUSIVE") and "pass" not in text.lower()
+    assert accuracy(r) == "eager_two_runs_differ"
+    # the state survives JSON; results written before `status` existed derive it from `passed`
+    assert Numerics.from_dict(n.to_dict()).status == "inconclusive"
+    assert Numerics.from_dict({"passed": True, "tol": 1e-3}).status == "pass"
+    # eager that differs only within tolerance is still judged: pass
+    tiny = ref + 1e-6 * torch.randn_like(ref)
+    n = compare({"x": ref}, {"x": ref.clone()}, {"x": ref64}, tol=1e-3, eager_deterministic=False, eager_again={"x": tiny})
+    assert n.status == "pass" and n.passed and "within tolerance" in numerics_text(
+        RunResult(spec=RunSpec(model_id="x"), verdict="full_graph", numerics=n))

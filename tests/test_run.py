@@ -49,6 +49,10 @@ def test_inductor_run_of_a_full_graph_model():
     assert r.timing.repeats == 3 and r.timing.eager_ms > 0 and r.timing.compiled_ms > 0
     assert r.timing.speedup == pytest.approx(r.timing.eager_ms / r.timing.compiled_ms)
     assert r.timing.compile_s > 0
+    # the spread is reported, and 3 repeats are too few to trust
+    assert r.timing.eager_p10_ms <= r.timing.eager_ms <= r.timing.eager_p90_ms
+    assert "few_repeats" in r.timing.flags and r.timing.noise == "noisy" and not r.timing.trustworthy
+    assert r.timing.compile_cache in ("warm", "cold", "partial")
     assert r.versions.torch == torch.__version__ and r.versions.transformers
     # the JSON round trip keeps everything
     assert RunResult.from_dict(json.loads(json.dumps(r.to_dict()))) == r
@@ -99,6 +103,25 @@ def test_numerics_judge_fails_a_backend_that_perturbs_outputs():
     assert r.verdict == "full_graph"
     assert r.numerics.passed is False and r.numerics.method == "rmse"
     assert r.numerics.worst_output == "logits" and r.numerics.worst_error > r.numerics.worst_ref_error * 2
+
+
+def test_a_model_whose_eager_disagrees_with_itself_gets_inconclusive_numerics(tmp_path):
+    from enablebot.baseline import expected_from
+    from enablebot.render import rich_summary
+    from rich.console import Console
+
+    reg = Registry.load(ROOT / "model_registry.yaml")
+    reg.upsert(ArchEntry.from_dict({**reg.get("gpt2").to_dict(), "hook": "enablebot.testing.faults:nondeterministic"}))
+    reg.save(tmp_path / "reg.yaml")
+    r = run_spec(spec("gpt2", registry=str(tmp_path / "reg.yaml")))
+    assert r.verdict == "full_graph", r.error
+    assert r.numerics.status == "inconclusive" and r.numerics.passed is False
+    assert r.numerics.eager_self_error > 0.5
+    console = Console(record=True, width=200)
+    console.print(rich_summary(r))
+    line = next(ln for ln in console.export_text().splitlines() if ln.startswith("numerics"))
+    assert "INCONCLUSIVE" in line and "pass" not in line.lower()
+    assert expected_from(r).numerics_passed is None  # a baseline records no claim either way
 
 
 def test_train_mode_compares_loss_and_gradients():

@@ -3,6 +3,7 @@ Real tiny models through the Dynamo pass (explain + fullgraph capture) on CPU.""
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -37,9 +38,29 @@ def sweep_args(out, *extra):
 @pytest.fixture(scope="module")
 def full_sweep(tmp_path_factory):
     out = tmp_path_factory.mktemp("full")
-    p = cli(*sweep_args(out))
+    p = cli(*sweep_args(out, "--progress-every", "2"))
     assert p.returncode == 0, p.stderr
+    FULL_SWEEP_LOG["stderr"] = p.stderr
     return out
+
+
+FULL_SWEEP_LOG: dict = {}
+
+
+def test_sweep_without_a_tty_logs_each_item_counts_and_a_human_summary(full_sweep):
+    err = FULL_SWEEP_LOG["stderr"]
+    lines = err.splitlines()
+    items = [ln for ln in lines if ln.startswith("[") and "/head/eval: " in ln]
+    assert len(items) == len(MODELS) and items[0].startswith(f"[1/{len(MODELS)}] ")
+    assert any(ln.startswith(f"progress: 2/{len(MODELS)} done (") and "ETA" in ln for ln in lines), err
+    assert any(ln.startswith(f"progress: {len(MODELS)}/{len(MODELS)} done (") for ln in lines), err
+    final = next(ln for ln in lines if ln.startswith("ran "))
+    assert "{" not in final and "3 full_graph" in final and "1 graph_break" in final, final
+    # cluster tables name the line; every output is readable by others (0644), not 0600
+    md = (full_sweep / "report.md").read_text()
+    assert re.search(r"`models/jetmoe/modeling_jetmoe\.py:\d+ in forward`", md), md
+    for f in ("summary.json", "triage.json", "results.csv", "report.md", "report.html", RESULTS_FILE):
+        assert (full_sweep / f).stat().st_mode & 0o777 == 0o644, f
 
 
 def test_sweep_results_and_reports(full_sweep):
@@ -113,13 +134,17 @@ def test_a_crashing_and_a_hanging_worker_do_not_stop_the_sweep(tmp_path):
         e = reg.get(model)
         reg.upsert(ArchEntry.from_dict({**e.to_dict(), "hook": f"enablebot.testing.faults:{hook}"}))
     reg.save(tmp_path / "reg.yaml")
-    opts = SweepOptions(modes=("eval",), tasks=("head",), timeout_s=20, registry=str(tmp_path / "reg.yaml"))
+    # The hang is caught by its own short timeout; llama gets all the time a loaded machine needs,
+    # so the outcome does not depend on how fast llama builds.
+    opts = SweepOptions(modes=("eval",), tasks=("head",), timeout_s=600, timeouts={"bert": 8},
+                        registry=str(tmp_path / "reg.yaml"))
     items = plan(reg, opts, ["gpt2", "bert", "llama"])
     stats = run_sweep(items, opts, tmp_path / "out", jobs=2)
     res = {r.spec.model_id: r for r in load_results(tmp_path / "out" / RESULTS_FILE).values()}
     assert stats.ran == 3
     assert res["gpt2"].verdict == "crash" and "SIGABRT" in res["gpt2"].error.message
-    assert res["bert"].verdict == "timeout"
+    assert res["bert"].verdict == "timeout" and "no result after 8 s" in res["bert"].error.message
+    assert res["bert"].spec.timeout_s == 8 and res["llama"].spec.timeout_s == 600
     assert res["llama"].verdict == "full_graph"
 
 
@@ -151,6 +176,48 @@ def test_check_reports_improvements_and_fewer_breaks():
     r2.verdict, r2.stats.graph_breaks = "full_graph", 0
     rep = compare([r2], base)
     assert not rep.failed and rep.improvements and rep.improvements[0].what == "graph_break -> full_graph"
+
+
+def _results_dir(path, *results):
+    from enablebot.checkpoint import write_results
+
+    path.mkdir(parents=True, exist_ok=True)
+    write_results(path / RESULTS_FILE, results)
+    return path
+
+
+def test_check_refuses_to_compare_across_passes_and_scenarios(tmp_path):
+    from enablebot.results import CompileStats, Numerics, RunResult, RunSpec, Versions
+
+    v = Versions(torch="2.13.0", transformers="5.24.0")
+    dynamo = RunResult(spec=RunSpec(model_id="llama", task="head", fast=True, numerics=False, timing=False),
+                       verdict="full_graph", versions=v, stats=CompileStats())
+    inductor = RunResult(spec=RunSpec(model_id="llama", task="head"), verdict="full_graph", versions=v,
+                         stats=CompileStats(), numerics=Numerics(passed=True, tol=1e-3))
+    assert (dynamo.spec.pass_name, inductor.spec.pass_name) == ("dynamo", "inductor")
+    dynamic = RunResult.from_dict(inductor.to_dict())
+    dynamic.spec.dynamic = True
+    b = tmp_path / "base.json"
+    p = cli("check", str(_results_dir(tmp_path / "dyn", dynamo)), "--baseline", str(b), "--update")
+    assert p.returncode == 0, p.stderr
+    assert Baseline.load(b).kind() == ("dynamo", "call")
+    # Inductor results against the Dynamo baseline: exit 2, saying what was found (no false "improvement").
+    p = cli("check", str(_results_dir(tmp_path / "ind", inductor)), "--baseline", str(b))
+    err = " ".join(p.stderr.split())
+    assert p.returncode == 2 and "the inductor pass (call scenario)" in err and "is the dynamo pass" in err, err
+    p = cli("check", str(_results_dir(tmp_path / "ind", inductor)), "--baseline", str(b), "--update")
+    assert p.returncode == 2 and Baseline.load(b).kind() == ("dynamo", "call")  # not overwritten
+    # The repo's CPU baseline predates the recorded pass: inferred as Dynamo (it has no numerics).
+    p = cli("check", str(tmp_path / "ind"), "--baseline", str(ROOT / "baselines" / "cpu-torch-2.13.0.json"))
+    assert p.returncode == 2 and "is the dynamo pass" in " ".join(p.stderr.split())
+    # A scenario differs: refused too; a directory mixing scenarios is refused on its own.
+    ib = tmp_path / "ind.json"
+    assert cli("check", str(tmp_path / "ind"), "--baseline", str(ib), "--update").returncode == 0
+    p = cli("check", str(_results_dir(tmp_path / "dynamic", dynamic)), "--baseline", str(ib))
+    assert p.returncode == 2 and "(dynamic scenario)" in " ".join(p.stderr.split())
+    dynamic.spec.model_id = "gpt2"
+    p = cli("check", str(_results_dir(tmp_path / "mixed", inductor, dynamic)), "--baseline", str(ib))
+    assert p.returncode == 2 and "mix passes or scenarios" in " ".join(p.stderr.split())
 
 
 def test_torn_checkpoint_line_is_ignored(tmp_path):

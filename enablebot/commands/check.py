@@ -22,10 +22,11 @@ def register(app: typer.Typer) -> None:
         strict: bool = typer.Option(False, help="also fail on improvements (until the baseline is refreshed)"),
     ) -> None:
         """Exit 1 on a regression (full_graph -> break, ran -> error, numerics pass -> fail, more breaks)."""
-        from ..baseline import Baseline, baseline_from, baseline_name, compare
+        from ..baseline import Baseline, baseline_from, baseline_name, compare, incomparable
         from ..checkpoint import RESULTS_FILE, load_results
+        from ..render import out_console
 
-        err = Console(stderr=True)
+        err = Console(stderr=True, soft_wrap=True)
         f = results / RESULTS_FILE
         if not f.exists():
             err.print(f"[red]error:[/red] {f} does not exist: pass a sweep/merge output directory")
@@ -44,6 +45,10 @@ def register(app: typer.Typer) -> None:
             except ValueError as e:
                 err.print(f"[red]error:[/red] {e}")
                 raise typer.Exit(2)
+            why = incomparable(rs, old, path)
+            if why:
+                err.print(f"[red]error:[/red] {why}")
+                raise typer.Exit(2)
             if update:
                 baseline_from(rs, old).save(path)
                 err.print(f"baseline written: {path} ({len(rs)} runs)")
@@ -53,7 +58,7 @@ def register(app: typer.Typer) -> None:
                 raise typer.Exit(2)
             rep = compare(rs, old)
             md = f"### {path.name}\n\n" + rep.markdown()
-            Console().print(Markdown(md))
+            out_console().print(Markdown(md))
             if summary:
                 from ..fileio import append_text
 

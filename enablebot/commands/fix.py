@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Optional
@@ -11,6 +10,8 @@ from typing import Optional
 import typer
 from rich.console import Console
 from rich.table import Table
+
+from ..choices import DEFAULT_FIX_OUT, TASK_HELP, Device, parse_task, require_device
 
 
 def _split(values: Optional[list[str]]) -> Optional[list[str]]:
@@ -37,7 +38,8 @@ def register(app: typer.Typer) -> None:
     @app.command("fix")
     def fix(
         model_id: str = typer.Argument(..., help="model_type, class name, Hub repo or config.json path"),
-        out: Path = typer.Option(Path("fixes"), "--out", help="bundle directory root (one bundle per model/cluster)"),
+        out: Path = typer.Option(DEFAULT_FIX_OUT, "--out", help="bundle directory root (one bundle per model/cluster); "
+                                 "the default is under .enablebot/, which git ignores"),
         cluster: Optional[str] = typer.Option(None, help="only this cluster: key, registry id (GB0033) or type substring"),
         from_triage: Optional[Path] = typer.Option(None, "--from-triage", help="triage / run JSON naming the breaks to fix"),
         attempts: int = typer.Option(3, min=1, max=20, help="LLM attempts per cluster"),
@@ -48,11 +50,11 @@ def register(app: typer.Typer) -> None:
         budget_usd: Optional[float] = typer.Option(None, "--budget-usd", help="cost budget per cluster (needs prices)"),
         usd_per_mtok_in: float = typer.Option(0.0, "--usd-per-mtok-in", help="price of 1M prompt tokens"),
         usd_per_mtok_out: float = typer.Option(0.0, "--usd-per-mtok-out", help="price of 1M completion tokens"),
-        device: str = typer.Option("cpu", help="cpu or cuda"),
+        device: Device = typer.Option(Device.cpu),
         backend: str = typer.Option("inductor", help="torch.compile backend for the checks"),
         batch_size: int = typer.Option(2, min=2),
         seq_len: int = typer.Option(32, min=2),
-        task: Optional[str] = typer.Option(None, help="base, head, or a class name (default: the registry's head)"),
+        task: Optional[str] = typer.Option(None, callback=parse_task, help=TASK_HELP + " (default: main)"),
         repeats: int = typer.Option(20, min=1, help="timed repeats (median)"),
         timeout: float = typer.Option(900.0, help="wall-clock limit per model process, seconds"),
         max_clusters: int = typer.Option(3, min=1, help="clusters to work on (most frequent first)"),
@@ -76,9 +78,8 @@ def register(app: typer.Typer) -> None:
         from ..fix.verify import VerifyOptions
         from ..resolve import UsageError, resolve
 
-        err = Console(stderr=True)
-        if device not in ("cpu", "cuda"):
-            raise typer.BadParameter("device must be cpu or cuda", param_hint="--device")
+        err = Console(stderr=True, soft_wrap=True)
+        dev = require_device(device)
         if from_triage and not from_triage.is_file():
             err.print(f"[red]error:[/red] {from_triage}: no such file (write one with `enablebot triage` or `run --json`)")
             raise typer.Exit(2)
@@ -113,25 +114,29 @@ def register(app: typer.Typer) -> None:
             Console().print(f"{model_id}: {res.status}: {res.message}" + (f" -> {res.bundle_dir}" if res.bundle_dir else ""))
             return
         opts = FixOptions(out_dir=out, cluster=cluster, from_triage=from_triage, attempts=attempts,
-                          spec={"device": device, "backend": backend, "batch_size": batch_size, "seq_len": seq_len,
+                          spec={"device": dev, "backend": backend, "batch_size": batch_size, "seq_len": seq_len,
                                 "task": task, "repeats": repeats, "timeout_s": timeout},
                           max_clusters=max_clusters, recipes=not no_recipes, always_agent=always_agent,
                           verify=VerifyOptions(speed_threshold=speed_threshold, sample_models=_split(sample_models)))
-        with err.status(f"[bold]{model_id}[/bold]: starting") as status:
-            outcomes = fix_model(model_id, opts, llm=llm, say=lambda m: status.update(f"[bold]{model_id}[/bold]: {m}"))
+        from ..progress import stages
+
+        with stages(err, f"fix {model_id}") as say:
+            outcomes = fix_model(model_id, opts, llm=llm, say=say)
         table = Table(title=f"enablebot fix {model_id}")
         for col in ("cluster", "status", "kind", "bundle", "note"):
-            table.add_column(col)
+            table.add_column(col, overflow="fold")
         for o in outcomes:
             table.add_row(o.cluster, o.status, o.kind or "–", o.bundle_dir or "–", o.message)
-        Console().print(table)
+        from ..render import out_console
+
+        out_console().print(table)
         if any(o.status == "error" for o in outcomes):
             raise typer.Exit(1)
 
     @app.command("verify")
     def verify(
         bundles: list[Path] = typer.Argument(..., help="fix bundle directories (with bundle.json)"),
-        device: str = typer.Option("cpu", help="cpu or cuda"),
+        device: Device = typer.Option(Device.cpu),
         speed_threshold: float = typer.Option(0.95, help="min unpatched/patched compiled-time ratio"),
         unsafe_no_sandbox: bool = typer.Option(False, "--unsafe-no-sandbox",
                                                help="DANGEROUS: run LLM-written code without the bubblewrap sandbox "
@@ -140,7 +145,7 @@ def register(app: typer.Typer) -> None:
                                                           help="other architectures to re-check (comma-separated)"),
         backend: Optional[str] = typer.Option(None, help="override the bundle's torch.compile backend"),
         summary: Optional[Path] = typer.Option(None, help="also write the Markdown summary here"),
-        json_path: Optional[Path] = typer.Option(None, "--json", help="write the verifications as JSON here"),
+        json_path: Optional[Path] = typer.Option(None, "--json", help="write the verifications as JSON here (- for stdout)"),
     ) -> None:
         """Re-run each bundle's model unpatched and with the bundle's patch (overlay) or recipe:
         same checks as `fix`. Writes a Markdown summary (to GITHUB_STEP_SUMMARY when set);
@@ -151,7 +156,8 @@ def register(app: typer.Typer) -> None:
         from ..fix.report import verify_summary
         from ..fix.verify import verify_bundle
 
-        err = Console(stderr=True)
+        err = Console(stderr=True, soft_wrap=True)
+        dev = require_device(device)
         for b in bundles:
             try:
                 FixBundle.load(b)
@@ -162,24 +168,27 @@ def register(app: typer.Typer) -> None:
         results = []
         cache: dict = {}  # unpatched runs shared by bundles of the same model
         for b in bundles:
-            with err.status(f"verifying {b}"):
+            from ..progress import stages
+
+            with stages(err, f"verify {b}") as say:
+                say("re-running the model unpatched and with the bundle")
                 try:
-                    ver = verify_bundle(b, device=device, speed_threshold=speed_threshold,
+                    ver = verify_bundle(b, device=dev, speed_threshold=speed_threshold,
                                         sample_models=_split(sample_models), backend=backend, cache=cache)
                     results.append((str(b), ver, ""))
                 except (PatchRejected, PatchApplyError, ValueError) as e:
                     results.append((str(b), None, f"{type(e).__name__}: {e}"))
         text = verify_summary(results)
-        Console().print(text, markup=False, highlight=False)
+        from ..outputs import to_stdout, write_json
+
+        Console(stderr=to_stdout(json_path)).print(text, markup=False, highlight=False)
         targets = [p for p in (summary, Path(os.environ["GITHUB_STEP_SUMMARY"]) if os.environ.get("GITHUB_STEP_SUMMARY") else None) if p]
         for t in targets:
             from ..fileio import append_text
 
             append_text(t, text)
         if json_path:
-            from ..fileio import write_text
-
-            write_text(json_path, json.dumps([{"bundle": n, "error": e, "verification": v.to_dict() if v else None}
-                                             for n, v, e in results], indent=1))
+            write_json(json_path, [{"bundle": n, "error": e, "verification": v.to_dict() if v else None}
+                                   for n, v, e in results])
         if not all(v is not None and v.passed for _, v, _ in results):
             raise typer.Exit(1)

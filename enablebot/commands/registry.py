@@ -20,7 +20,7 @@ def register(app: typer.Typer) -> None:
         reg = Registry.load(registry)
         added = seed_registry(reg)
         changed = reg.save()
-        Console(stderr=True).print(
+        Console(stderr=True, soft_wrap=True).print(
             f"{len(reg)} architectures, {len(added)} added; {'written' if changed else 'unchanged'}: {reg.path}"
         )
 
@@ -38,7 +38,7 @@ def register(app: typer.Typer) -> None:
 
         f = results / RESULTS_FILE
         if not f.exists():
-            Console(stderr=True).print(f"[red]error:[/red] {f} does not exist")
+            Console(stderr=True, soft_wrap=True).print(f"[red]error:[/red] {f} does not exist")
             raise typer.Exit(2)
         reg = Registry.load(registry)
         n = 0
@@ -48,6 +48,6 @@ def register(app: typer.Typer) -> None:
                 record_status(entry, r)
                 n += 1
         changed = reg.save()
-        Console(stderr=True).print(f"{n} statuses recorded; {'written' if changed else 'unchanged'}: {reg.path}")
+        Console(stderr=True, soft_wrap=True).print(f"{n} statuses recorded; {'written' if changed else 'unchanged'}: {reg.path}")
 
     app.add_typer(reg_app, name="registry")

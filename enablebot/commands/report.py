@@ -3,15 +3,12 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Optional
 
 import typer
 from rich.console import Console
 from rich.table import Table
-
-from ..fileio import write_text as write_redacted
 
 report_app = typer.Typer(help="Reports over model_registry.yaml.", no_args_is_help=True)
 
@@ -27,7 +24,7 @@ def support(
     key: Optional[str] = typer.Option(None, "--key", help="only this device/mode, e.g. cpu/eval"),
     discovered_only: bool = typer.Option(False, "--discovered-only",
                                          help="only architectures the watcher found on the Hub"),
-    json_path: Optional[Path] = typer.Option(None, "--json", help="write the report as JSON here"),
+    json_path: Optional[Path] = typer.Option(None, "--json", help="write the report as JSON here (- for stdout)"),
     fixes: Optional[list[Path]] = typer.Option(None, "--fixes", help="fix bundle directories (or roots of them): "
                                                "adds the time to the first verified fix bundle"),
     new_in: Optional[str] = typer.Option(None, "--new-in", help="only types new in this release, e.g. 'transformers 5.25.0'"),
@@ -41,30 +38,39 @@ def support(
     try:
         reg = Registry.load(registry)
     except RegistryError as e:
-        Console(stderr=True).print(f"[red]error:[/red] {e}")
+        Console(stderr=True, soft_wrap=True).print(f"[red]error:[/red] {e}")
         raise typer.Exit(2)
+    from ..outputs import to_stdout, write_json
+    from ..render import out_console
     from ..support import first_fixes
 
     rep = time_to_support(reg, discovered_only=discovered_only, key=key, fixes=first_fixes(fixes), new_in=new_in)
-    out = Console()
-    rows = Table(title="time to support (full_graph + numerics passing)", title_justify="left")
-    for col in ("architecture", "device/mode", "first seen", "source", "supported at", "time to support",
-                "time to fix", "latest verdict"):
-        rows.add_column(col)
-    for r in rep.rows:
-        took = human_duration(r.seconds) if r.seconds is not None else f"open {human_duration(r.open_seconds)}"
-        rows.add_row(r.model_type, r.key or "not run", r.first_seen[:16], r.first_seen_source or "-",
-                     (r.supported_at or "-")[:16], took, human_duration(r.fix_seconds), r.verdict or "-")
-    out.print(rows)
-    summary = Table(title="median per device/mode", title_justify="left")
-    for col in ("device/mode", "supported", "median time to support"):
-        summary.add_column(col)
-    for s in rep.summaries:
-        summary.add_row(s.key, f"{s.supported}/{s.architectures}", human_duration(s.median_seconds))
-    out.print(summary)
+    out = out_console(stderr=to_stdout(json_path))
+    if not rep.rows:
+        filt = " and ".join(x for x in (f"--key {key}" if key else "", "--discovered-only" if discovered_only else "",
+                                        f"--new-in {new_in!r}" if new_in else "") if x)
+        Console(stderr=True, soft_wrap=True).print(
+            f"no architectures to report{' with ' + filt if filt else ''} in {reg.path}. Statuses come from "
+            "`enablebot registry record RESULTS_DIR` (after a sweep) or `enablebot watch --run`"
+            + ("; drop the filter to see all" if filt else "") + ".", markup=False, highlight=False)
+    else:
+        rows = Table(title="time to support (full_graph + numerics passing)", title_justify="left")
+        for col in ("architecture", "device/mode", "first seen", "source", "supported at", "time to support",
+                    "time to fix", "latest verdict"):
+            rows.add_column(col, overflow="fold")
+        for r in rep.rows:
+            took = human_duration(r.seconds) if r.seconds is not None else f"open {human_duration(r.open_seconds)}"
+            rows.add_row(r.model_type, r.key or "not run", r.first_seen[:16], r.first_seen_source or "-",
+                         (r.supported_at or "-")[:16], took, human_duration(r.fix_seconds), r.verdict or "-")
+        out.print(rows)
+        summary = Table(title="median per device/mode", title_justify="left")
+        for col in ("device/mode", "supported", "median time to support"):
+            summary.add_column(col, overflow="fold")
+        for s in rep.summaries:
+            summary.add_row(s.key, f"{s.supported}/{s.architectures}", human_duration(s.median_seconds))
+        out.print(summary)
     if json_path:
-        json_path.parent.mkdir(parents=True, exist_ok=True)
-        write_redacted(json_path, json.dumps(rep.to_dict(), indent=2) + "\n")
+        write_json(json_path, rep.to_dict())
 
 
 def register(app: typer.Typer) -> None:

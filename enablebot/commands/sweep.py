@@ -10,22 +10,26 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
+from ..choices import DEFAULT_SWEEP_OUT, Device, Dtype, Mode, Pass, Scenario, Size, TaskKind, require_device
+
 
 def register(app: typer.Typer) -> None:
     @app.command("sweep")
     def sweep(
-        out: Path = typer.Option(Path("results/sweep"), help="output directory (results.jsonl checkpoint, logs, reports)"),
-        pass_: str = typer.Option("dynamo", "--pass", help="dynamo: graph breaks over everything (cheap); inductor: numerics + speedup"),
-        device: str = typer.Option("cpu", help="cpu or cuda"),
-        mode: List[str] = typer.Option(["eval", "train"], help="eval and/or train (repeatable)"),
-        task: List[str] = typer.Option(["base", "head"], help="base and/or head (repeatable); main = the head where there is one, else the base"),
+        out: Path = typer.Option(DEFAULT_SWEEP_OUT, help="output directory (results.jsonl checkpoint, logs, reports); "
+                                 "the default is under .enablebot/, which git ignores"),
+        pass_: Pass = typer.Option(Pass.dynamo, "--pass", help="dynamo: graph breaks over everything (cheap); inductor: numerics + speedup"),
+        device: Device = typer.Option(Device.cpu),
+        mode: List[Mode] = typer.Option([Mode.eval, Mode.train], help="repeatable"),
+        task: List[TaskKind] = typer.Option([TaskKind.base, TaskKind.head], help="repeatable; main = the head where there is one, else the base"),
         model: List[str] = typer.Option([], "--model", "-m", help="only these model types (repeatable; default: all)"),
         models_file: Optional[Path] = typer.Option(None, help="only the model types listed in this file, one per line"),
         shard: Optional[str] = typer.Option(None, help="i/n: run shard i of n (GitHub Actions matrix)"),
-        jobs: int = typer.Option(2, min=1, help="parallel isolated workers"),
+        jobs: Optional[int] = typer.Option(None, min=1, help="parallel isolated workers (default: 2; 1 for the "
+                                           "inductor pass on cpu, whose speedups other workers would disturb)"),
         timeout: float = typer.Option(300.0, help="per-model timeout, seconds"),
-        dtype: str = typer.Option("float32"),
-        size: str = typer.Option("tiny", help="tiny or small"),
+        dtype: Dtype = typer.Option(Dtype.float32),
+        size: Size = typer.Option(Size.tiny),
         batch_size: int = typer.Option(2, min=2),
         seq_len: int = typer.Option(32, min=2),
         repeats: int = typer.Option(10, min=1, help="timed repeats (inductor pass)"),
@@ -33,7 +37,7 @@ def register(app: typer.Typer) -> None:
         report: bool = typer.Option(True, help="write reports (Markdown, HTML, CSV, triage) when done"),
         max_minutes: Optional[float] = typer.Option(None, help="start no new model after this long; rerun to resume"),
         fullgraph_check: bool = typer.Option(False, help="dynamo pass: also try fullgraph=True on breaking models"),
-        scenario: List[str] = typer.Option([], "--scenario", help="call, decode, dynamic (repeatable); default: "
+        scenario: List[Scenario] = typer.Option([], "--scenario", help="call, decode, dynamic (repeatable); default: "
                                            "call, plus decode for generative heads in the dynamo pass"),
         durations_from: Optional[Path] = typer.Option(
             None, help="a previous results.jsonl (or sweep directory): run the longest items first"),
@@ -47,14 +51,23 @@ def register(app: typer.Typer) -> None:
         only_new_types: bool = typer.Option(False, help="day 0: as --new-types-first, and run only those types"),
         release_date: str = typer.Option("auto", help="with --new-types-first: the release's date (ISO), 'auto' (ask "
                                                       "PyPI) or 'none' (first_seen = when the bot first saw them)"),
+        progress_every: Optional[int] = typer.Option(None, min=1, help="without a terminal: a counts + ETA line "
+                                                     "every N finished items (default: about every 10%)"),
     ) -> None:
         """Run every architecture (or a shard of them); resumable: finished models are not redone."""
         from ..registry import Registry
-        from ..sweep import PASSES, SweepOptions, parse_shard, plan, run_sweep
+        from ..sweep import PASSES, SweepOptions, default_jobs, parse_shard, plan, run_sweep
 
-        err = Console(stderr=True)
-        if pass_ not in PASSES:
-            raise typer.BadParameter(f"--pass must be one of {PASSES}")
+        err = Console(stderr=True, soft_wrap=True)
+        if pass_.value not in PASSES:
+            err.print(f"[red]error:[/red] --pass {pass_.value}: this sweep runs only {', '.join(PASSES)}")
+            raise typer.Exit(2)
+        dev = require_device(device)
+        if jobs is None:
+            jobs = default_jobs(pass_.value, dev)
+        elif pass_ == Pass.inductor and dev == "cpu" and jobs > 1:
+            err.print(f"note: {jobs} workers share the CPU: speedups are flagged parallel_workers (not comparable, "
+                      "left out of geomeans); --jobs 1 times one model at a time")
         try:
             sh = parse_shard(shard)
         except ValueError as e:
@@ -84,39 +97,56 @@ def register(app: typer.Typer) -> None:
         if unknown:
             err.print(f"[red]error:[/red] not in the registry: {', '.join(unknown)} (run `enablebot registry seed`)")
             raise typer.Exit(2)
-        opts = SweepOptions(pass_=pass_, device=device, modes=tuple(mode), tasks=tuple(task), dtype=dtype, size=size,
+        opts = SweepOptions(pass_=pass_.value, device=dev, modes=tuple(m.value for m in mode),
+                            tasks=tuple(t.value for t in task), dtype=dtype.value, size=size.value,
                             batch_size=batch_size, seq_len=seq_len, repeats=repeats, timeout_s=timeout,
                             registry=str(reg.path), fullgraph_check=fullgraph_check,
-                            scenarios=tuple(scenario) or None)
+                            scenarios=tuple(sc.value for sc in scenario) or None)
         items = plan(reg, opts, wanted or None, sh)
         durations = None
         if durations_from:
             from ..schedule import load_durations
 
             try:
-                durations = load_durations(durations_from, pass_name=pass_, device=device)
+                durations = load_durations(durations_from, pass_name=pass_.value, device=dev)
             except FileNotFoundError as e:
                 err.print(f"[red]error:[/red] --durations-from: {e}")
                 raise typer.Exit(2)
             if not durations:
-                err.print(f"[yellow]warning:[/yellow] {durations_from} holds no {pass_}-pass {device} results: "
+                err.print(f"[yellow]warning:[/yellow] {durations_from} holds no {pass_.value}-pass {dev} results: "
                           "the plan's order is kept")
         if new_types:
             from ..day0 import first
 
             items = first(items, new_types)
-        err.print(f"{len(items)} items ({pass_} pass, {device}){f', shard {shard}' if shard else ''} -> {out}")
-        with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                      TimeElapsedColumn(), TimeRemainingColumn(), TextColumn("{task.fields[last]}"),
-                      console=err, transient=False) as progress:
-            bar = progress.add_task("sweep", total=len(items), last="")
+        err.print(f"{len(items)} items ({pass_.value} pass, {dev}){f', shard {shard}' if shard else ''} -> {out}")
+        from ..checkpoint import Checkpoint
+        from ..progress import LineProgress, interactive
+        from ..sweep import spec_key, to_spec
 
-            def on_result(r):
-                progress.update(bar, advance=1, last=f"{r.spec.model_id}/{r.spec.task}/{r.spec.mode}/{r.spec.scenario}: {r.verdict}")
+        done = Checkpoint(out).done if out.exists() else set()
+        todo = sum(1 for it in items if spec_key(to_spec(it, opts)) not in done)
+        run = dict(jobs=jobs, max_minutes=max_minutes, durations=durations, reuse_from=reuse,
+                   strict_versions=strict_versions)
+        if not interactive(err):  # CI logs: a line per finished item, counts and ETA every few
+            lines = LineProgress(err, todo, every=progress_every)
 
-            stats = run_sweep(items, opts, out, jobs=jobs, on_result=on_result, max_minutes=max_minutes,
-                              durations=durations, reuse_from=reuse, strict_versions=strict_versions)
-            progress.update(bar, completed=len(items))
+            def on_line(r):
+                lines.item(f"{r.spec.model_id}/{r.spec.task}/{r.spec.mode}/{r.spec.scenario}", r.verdict, r.duration_s)
+
+            stats = run_sweep(items, opts, out, on_result=on_line, **run)
+        else:
+            with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                          TimeElapsedColumn(), TimeRemainingColumn(), TextColumn("{task.fields[last]}"),
+                          console=err, transient=False) as progress:
+                bar = progress.add_task("sweep", total=todo, last="")
+
+                def on_result(r):
+                    progress.update(bar, advance=1,
+                                    last=f"{r.spec.model_id}/{r.spec.task}/{r.spec.mode}/{r.spec.scenario}: {r.verdict}")
+
+                stats = run_sweep(items, opts, out, on_result=on_result, **run)
+                progress.update(bar, completed=todo)
         if reuse is not None:
             import json
 
@@ -126,8 +156,10 @@ def register(app: typer.Typer) -> None:
             err.print(f"incremental: reused {stats.reused}, re-ran {stats.ran}; "
                       + "; ".join(f"{k} x{v}" for k, v in inc["reasons"].items()))
         rate = stats.ran / (stats.wall_s / 60) if stats.wall_s else 0.0
-        err.print(f"ran {stats.ran} (skipped {stats.skipped_done} already done, reused {stats.reused}) in {stats.wall_s:.0f} s "
-                  f"= {rate:.1f} models/min; {stats.verdicts}"
+        err.print(f"ran {stats.ran} (skipped {stats.skipped_done} already done, reused {stats.reused}) in "
+                  f"{stats.wall_s:.0f} s = {rate:.1f} models/min; "
+                  + (", ".join(f"{n} {v}" for v, n in sorted(stats.verdicts.items(), key=lambda kv: -kv[1]))
+                     or "nothing ran")
                   + (f"; {stats.not_started} not started (time budget): rerun to resume" if stats.not_started else ""))
         if report:
             from ..reports import write_reports
@@ -147,7 +179,7 @@ def register(app: typer.Typer) -> None:
         from ..reports import write_reports
 
         if not (results / RESULTS_FILE).exists():
-            Console(stderr=True).print(f"[red]error:[/red] {results / RESULTS_FILE} does not exist")
+            Console(stderr=True, soft_wrap=True).print(f"[red]error:[/red] {results / RESULTS_FILE} does not exist")
             raise typer.Exit(2)
         for p in write_reports(results, _modalities(Registry.load())):
             print(p)
@@ -171,12 +203,12 @@ def register(app: typer.Typer) -> None:
         for d in shards:
             f = d / RESULTS_FILE
             if not f.exists():
-                Console(stderr=True).print(f"[red]error:[/red] {f} does not exist (is {d} a sweep output?)")
+                Console(stderr=True, soft_wrap=True).print(f"[red]error:[/red] {f} does not exist (is {d} a sweep output?)")
                 raise typer.Exit(2)
             merged.update(load_results(f))
         out.mkdir(parents=True, exist_ok=True)
         write_results(out / RESULTS_FILE, merged.values())
-        Console(stderr=True).print(f"{len(merged)} results from {len(shards)} shards -> {out / RESULTS_FILE}")
+        Console(stderr=True, soft_wrap=True).print(f"{len(merged)} results from {len(shards)} shards -> {out / RESULTS_FILE}")
         if report:
             from ..reports import write_reports
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -12,7 +11,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from ..fileio import write_text as write_redacted
+from ..choices import Device, Mode
 
 _AGE = re.compile(r"^(\d+)\s*([dhm])$")
 _KIND_STYLE = {"new": "green", "needs_newer_transformers": "yellow", "remote_code": "magenta",
@@ -46,11 +45,11 @@ def register(app: typer.Typer) -> None:
         endpoint: Optional[str] = typer.Option(None, envvar="HF_ENDPOINT", help="Hub URL (default https://huggingface.co)"),
         registry: Optional[Path] = typer.Option(None, "--registry", help="model_registry.yaml (default: the repo's)"),
         run: bool = typer.Option(False, "--run", help="run each discovered architecture and record its status"),
-        device: str = typer.Option("cpu", help="device for --run (cpu or cuda)"),
-        mode: str = typer.Option("eval", help="mode for --run (eval or train)"),
+        device: Device = typer.Option(Device.cpu, help="device for --run"),
+        mode: Mode = typer.Option(Mode.eval, help="mode for --run"),
         allow_remote_code: list[str] = typer.Option([], "--allow-remote-code", metavar="REPO",
                                                     help="repo whose remote code --run may execute (repeatable)"),
-        json_path: Optional[Path] = typer.Option(None, "--json", help="write the poll report as JSON here"),
+        json_path: Optional[Path] = typer.Option(None, "--json", help="write the poll report as JSON here (- for stdout)"),
         show_all: bool = typer.Option(False, "--show-all", help="list registered and ignored models too"),
         timeout: float = typer.Option(10.0, min=0.1, help="seconds per Hub request"),
         retries: int = typer.Option(3, min=0, help="retries per Hub request on 429/5xx/timeouts (waits honour "
@@ -66,11 +65,10 @@ def register(app: typer.Typer) -> None:
         from ..results import RunResult, RunSpec
         from ..watch import KINDS, watch_once
 
-        err = Console(stderr=True)
-        if mode not in ("eval", "train"):
-            raise typer.BadParameter("mode must be eval or train", param_hint="--mode")
-        if device not in ("cpu", "cuda"):
-            raise typer.BadParameter("device must be cpu or cuda", param_hint="--device")
+        err = Console(stderr=True, soft_wrap=True)
+        from ..choices import require_device
+
+        dev = require_device(device) if run else device.value
         since_dt = parse_since(since)
         client = HubClient(endpoint, policy=RetryPolicy(attempts=retries + 1, max_wait_s=max_wait, timeout_s=timeout))
         try:
@@ -83,7 +81,7 @@ def register(app: typer.Typer) -> None:
                         f"[bold]{spec.model_id}[/bold] ({spec.device}/{spec.mode}): {msg}"))
 
                 report = watch_once(registry, client, limit=limit, since=since_dt, run=run, runner=runner,
-                                    device=device, mode=mode, allow_remote_code=allow_remote_code)
+                                    device=dev, mode=mode.value, allow_remote_code=allow_remote_code)
         except HubError as e:
             err.print(f"[red]error:[/red] {e}")
             raise typer.Exit(2)
@@ -91,7 +89,11 @@ def register(app: typer.Typer) -> None:
             err.print(f"[red]error:[/red] {e}")
             raise typer.Exit(2)
 
-        out = Console()
+        from ..render import out_console
+
+        from ..outputs import to_stdout, write_json
+
+        out = out_console(stderr=to_stdout(json_path))
         counts = {k: len(report.by_kind(k)) for k in KINDS if report.by_kind(k)}
         shown = [d for d in report.decisions if show_all or d.kind not in ("registered", "ignored")]
         table = Table(title=f"{len(report.decisions)} listing entries on {report.endpoint}: "
@@ -109,7 +111,7 @@ def register(app: typer.Typer) -> None:
         else:
             out.print(table.title)
         if report.runs:
-            runs = Table(title=f"runs ({device}/{mode})", title_justify="left")
+            runs = Table(title=f"runs ({dev}/{mode.value})", title_justify="left")
             for col in ("model_type", "model_id", "verdict", "numerics", "speedup", "supported_at / note"):
                 runs.add_column(col, overflow="fold")
             for r in report.runs:
@@ -127,8 +129,7 @@ def register(app: typer.Typer) -> None:
             err.print(f"[yellow]warning:[/yellow] --limit {limit} was reached before the cursor; models created "
                       "between the cursor and the oldest one examined were not seen (raise --limit or poll more often)")
         if json_path:
-            json_path.parent.mkdir(parents=True, exist_ok=True)
-            write_redacted(json_path, json.dumps(report.to_dict(), indent=2) + "\n")
+            write_json(json_path, report.to_dict())
         if report.stopped:
             err.print(f"[red]error:[/red] the poll stopped early: {report.stopped}\n"
                       "What was handled is saved; the next poll resumes from the cursor.")

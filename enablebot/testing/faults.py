@@ -31,3 +31,19 @@ def oom(model: Any, **_: Any) -> Any:
 def env_probe(model: Any, **_: Any) -> Any:
     # Fails with the worker's view of ENABLEBOT_PROBE: tests that a forked worker gets the pool's environment.
     raise RuntimeError(f"ENABLEBOT_PROBE={os.environ.get('ENABLEBOT_PROBE')}")
+
+
+def nondeterministic(model: Any, **_: Any) -> Any:
+    """Eager that disagrees with itself far beyond any tolerance (vilt-like): random noise on
+    every floating output. Numerics must then be `inconclusive`, never pass."""
+    import torch
+
+    def noisy(_module: Any, _inputs: Any, out: Any) -> Any:
+        for k in list(out.keys()) if hasattr(out, "keys") else []:
+            v = out[k]
+            if isinstance(v, torch.Tensor) and v.is_floating_point():
+                out[k] = v + torch.randn_like(v)
+        return out
+
+    model.register_forward_hook(noisy)
+    return model
