@@ -29,7 +29,7 @@ LAYERS = ("", "model", "measure", "execute", "sweep", "watch", "fix", "pr", "sit
           "testing", "cli")
 # Where each module of the older flat layout belongs, so the same layering measures both layouts.
 FLAT = {
-    "results": "", "verdict": "", "shipped": "", "fileio": "", "versions": "", "choices": "", "redact": "",
+    "results": "", "verdict": "", "shipped": "", "fileio": "", "versions": "", "choices": "", "redact": "", "outputs": "", "progress": "",
     "budget": "model", "heldout": "measure", "overlay_loader": "execute",
     "registry": "model", "catalog": "model", "resolve": "model", "shrink": "model", "inputs": "model",
     "hooks": "model", "build": "model", "prepare": "model", "padding": "model", "loss": "model", "seed": "model",
