@@ -22,9 +22,9 @@ ROOT = Path(__file__).resolve().parent.parent
 
 BARE = r'''
 import statistics, sys, time, torch
-from enablebot.build import build_model
-from enablebot.inputs import build_inputs
-from enablebot.resolve import resolve
+from enablebot.model.build import build_model
+from enablebot.model.inputs import build_inputs
+from enablebot.model.resolve import resolve
 r = resolve(sys.argv[1]); b = build_model(r)
 x = build_inputs(b.model, b.config, b.modality, r.entry.inputs if r.entry else None)
 m = b.model

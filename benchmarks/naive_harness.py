@@ -45,11 +45,11 @@ def worker(models: list[str], modes: list[str], task: str, device: str, threads:
     import torch
     import transformers  # noqa: F401 - the import is part of what a worker pays once
 
-    from enablebot.build import build_model
-    from enablebot.inputs import build_inputs
-    from enablebot.loss import loss_from_outputs
-    from enablebot.registry import Registry
-    from enablebot.resolve import resolve
+    from enablebot.model.build import build_model
+    from enablebot.model.inputs import build_inputs
+    from enablebot.model.loss import loss_from_outputs
+    from enablebot.model.registry import Registry
+    from enablebot.model.resolve import resolve
 
     torch.set_num_threads(threads)
     registry = Registry.load_cached()

@@ -1,5 +1,5 @@
 """Worker start-up cost of the sweep's pool: spawned interpreters vs workers forked from a
-pre-imported fork server (enablebot.preload). CPU time, read from /proc, so it holds on a
+pre-imported fork server (enablebot.execute.preload). CPU time, read from /proc, so it holds on a
 loaded machine.
 
 Each start method runs in its own process (a fork server is one per process): a pool of N workers
@@ -36,7 +36,7 @@ def cpu_s(pid: int) -> float:
 
 
 def one(method: str, jobs: int, model: str) -> dict:
-    from enablebot.pool import WorkerPool
+    from enablebot.execute.pool import WorkerPool
     from enablebot.results import RunSpec
 
     per_worker: list[float] = []

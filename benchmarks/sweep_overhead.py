@@ -2,7 +2,7 @@
 
 CPU time (time.process_time, not wall: it holds on a loaded machine) of every stage:
   * process start and imports, in child processes (python alone, + torch, + transformers, + Dynamo
-    and enablebot.runner);
+    and enablebot.measure.runner);
   * in this process: imports, registry load (cold and the memoised load_cached), catalog;
   * the first compile in a process (Dynamo's lazy imports), paid once per worker, on a warm-up model;
   * per model and mode, the naive path: resolve, build, inputs, fullgraph=True compile step;
@@ -33,7 +33,7 @@ IMPORTS = {
     "python": "pass",
     "+torch": "import torch",
     "+transformers": "import torch, transformers",
-    "+dynamo+runner": "import torch, transformers, torch._dynamo, enablebot.runner, enablebot.build, enablebot.inputs",
+    "+dynamo+runner": "import torch, transformers, torch._dynamo, enablebot.measure.runner, enablebot.model.build, enablebot.model.inputs",
 }
 
 
@@ -65,10 +65,10 @@ class Clock:
 def naive_item(mt: str, mode: str, registry, clock: Clock, with_explain: bool = True) -> str:
     import torch
 
-    from enablebot.build import build_model
-    from enablebot.inputs import build_inputs
-    from enablebot.loss import loss_from_outputs
-    from enablebot.resolve import resolve
+    from enablebot.model.build import build_model
+    from enablebot.model.inputs import build_inputs
+    from enablebot.model.loss import loss_from_outputs
+    from enablebot.model.resolve import resolve
 
     with clock("resolve"):
         res = resolve(mt, registry)
@@ -103,7 +103,7 @@ def sweep_item(mt: str, mode: str, clock: Clock) -> tuple[str, dict[str, float]]
     import multiprocessing as mp
     import pickle
 
-    from enablebot import runner
+    from enablebot.measure import runner
     from enablebot.results import RunResult, RunSpec
 
     spec = RunSpec(model_id=mt, task="base", mode=mode, device="cpu", backend="eager", fast=True, numerics=False,
@@ -153,12 +153,12 @@ def main(argv: list[str] | None = None) -> int:
     with c("import torch._dynamo"):
         import torch._dynamo  # noqa: F401
     with c("import enablebot.runner+build+inputs"):
-        import enablebot.build  # noqa: F401
-        import enablebot.inputs  # noqa: F401
-        import enablebot.runner  # noqa: F401
+        import enablebot.model.build  # noqa: F401
+        import enablebot.model.inputs  # noqa: F401
+        import enablebot.measure.runner  # noqa: F401
     torch.set_num_threads(1)
-    from enablebot.catalog import known_architectures
-    from enablebot.registry import Registry
+    from enablebot.model.catalog import known_architectures
+    from enablebot.model.registry import Registry
 
     with c("catalog known_architectures (first)"):
         known_architectures()
@@ -203,9 +203,9 @@ def main(argv: list[str] | None = None) -> int:
         prof = cProfile.Profile()
         probe = Clock()
         if args.cprofile == "explain":
-            from enablebot.build import build_model
-            from enablebot.inputs import build_inputs
-            from enablebot.resolve import resolve
+            from enablebot.model.build import build_model
+            from enablebot.model.inputs import build_inputs
+            from enablebot.model.resolve import resolve
 
             res = resolve(mt, registry)
             built = build_model(res, size="tiny", task="base")

@@ -28,6 +28,7 @@ class _Traits:
     counted: bool  # counted in coverage (missing optional packages and skips are not)
     builder_failure: bool  # the harness could not build or run the model eagerly
     touches_device: bool  # the failure can happen after device work (a CUDA worker must retire)
+    symbol: str  # a text mark beside the word (colour is never the only signal)
 
 
 class Verdict(str, Enum):
@@ -71,6 +72,10 @@ class Verdict(str, Enum):
         return self.traits.style
 
     @property
+    def symbol(self) -> str:
+        return self.traits.symbol
+
+    @property
     def counted(self) -> bool:
         return self.traits.counted
 
@@ -100,17 +105,17 @@ class Verdict(str, Enum):
 
 
 _TRAITS = {
-    Verdict.FULL_GRAPH: _Traits(True, 2, "", "bold green", True, False, True),
-    Verdict.GRAPH_BREAK: _Traits(True, 1, "", "bold yellow", True, False, True),
-    Verdict.COMPILE_ERROR: _Traits(False, 0, "fail_to_run", "bold red", True, False, True),
-    Verdict.EAGER_ERROR: _Traits(False, 0, "eager_fail_to_run", "red", True, True, True),
-    Verdict.CREATE_ERROR: _Traits(False, 0, "model_fail_to_load", "red", True, True, False),
-    Verdict.TIMEOUT: _Traits(False, 0, "timeout", "bold red", True, False, True),
-    Verdict.CRASH: _Traits(False, 0, "fail_to_run", "bold red", True, False, True),
-    Verdict.MISSING_DEPENDENCY: _Traits(False, 0, "model_fail_to_load", "magenta", False, False, False),
-    Verdict.MEMORY_LIMIT: _Traits(False, 0, "OOM", "magenta", True, True, False),
-    Verdict.SKIPPED: _Traits(False, 0, "", "dim", False, False, False),
-    Verdict.EAGER_OK: _Traits(True, 2, "", "green", True, False, True),
+    Verdict.FULL_GRAPH: _Traits(True, 2, "", "bold green", True, False, True, "✓"),
+    Verdict.GRAPH_BREAK: _Traits(True, 1, "", "bold yellow", True, False, True, "◐"),
+    Verdict.COMPILE_ERROR: _Traits(False, 0, "fail_to_run", "bold red", True, False, True, "✗"),
+    Verdict.EAGER_ERROR: _Traits(False, 0, "eager_fail_to_run", "red", True, True, True, "✗"),
+    Verdict.CREATE_ERROR: _Traits(False, 0, "model_fail_to_load", "red", True, True, False, "✗"),
+    Verdict.TIMEOUT: _Traits(False, 0, "timeout", "bold red", True, False, True, "✗"),
+    Verdict.CRASH: _Traits(False, 0, "fail_to_run", "bold red", True, False, True, "✗"),
+    Verdict.MISSING_DEPENDENCY: _Traits(False, 0, "model_fail_to_load", "magenta", False, False, False, "–"),
+    Verdict.MEMORY_LIMIT: _Traits(False, 0, "OOM", "magenta", True, True, False, "✗"),
+    Verdict.SKIPPED: _Traits(False, 0, "", "dim", False, False, False, "–"),
+    Verdict.EAGER_OK: _Traits(True, 2, "", "green", True, False, True, "✓"),
 }
 assert set(_TRAITS) == set(Verdict), "every Verdict needs its traits"
 

@@ -6,7 +6,9 @@
   *above* it in the layout (LAYERS below, lowest first);
 - import cycles between modules;
 - private names (`_x`) imported across modules;
-- places that interpret a verdict word (a string literal that is a verdict, outside verdict.py);
+- places that interpret verdict words: a membership test over several of them (`v in ("a", "b")`)
+  or a table keyed by them, outside verdict.py (an equality with one word names a verdict; it
+  does not re-derive what verdicts mean);
 - places that start a child process (subprocess.Popen/run of a Python child, multiprocessing
   Process).
 
@@ -25,11 +27,11 @@ VERDICT_WORDS = {"full_graph", "graph_break", "compile_error", "eager_error", "c
                  "missing_dependency", "memory_limit", "skipped", "eager_ok"}
 # Layers of the target layout, lowest first; a module may import only its own layer or lower ones.
 # "" is the package root: the shared vocabulary every layer uses (results, verdict, file helpers).
-LAYERS = ("", "model", "measure", "execute", "sweep", "watch", "fix", "pr", "site", "orchestrate", "commands",
+LAYERS = ("", "model", "measure", "execute", "sweep", "watch", "fix", "pr", "site", "commands",
           "testing", "cli")
 # Where each module of the older flat layout belongs, so the same layering measures both layouts.
 FLAT = {
-    "results": "", "verdict": "", "shipped": "", "fileio": "", "versions": "", "choices": "", "redact": "", "outputs": "", "progress": "",
+    "results": "", "verdict": "", "shipped": "", "fileio": "", "versions": "", "redact": "", "outputs": "", "progress": "",
     "budget": "model", "heldout": "measure", "overlay_loader": "execute",
     "registry": "model", "catalog": "model", "resolve": "model", "shrink": "model", "inputs": "model",
     "hooks": "model", "build": "model", "prepare": "model", "padding": "model", "loss": "model", "seed": "model",
@@ -40,7 +42,7 @@ FLAT = {
     "coverage": "sweep", "day0": "sweep", "compare": "sweep", "incremental": "sweep",
     "hub": "model", "tensors": "measure", "watch": "watch", "support": "watch",
     "pr": "pr", "pr_body": "pr", "dashboard": "pr", "github_client": "pr", "pr_fetch": "pr",
-    "nightly": "orchestrate", "cli": "cli",
+    "nightly": "commands", "cli": "cli",
 }
 
 
@@ -168,7 +170,7 @@ def verdict_sites(mods: dict[str, Path]) -> list[str]:
             continue
         tree = ast.parse(path.read_text(encoding="utf-8"))
         for node in ast.walk(tree):
-            if isinstance(node, ast.Compare):
+            if isinstance(node, ast.Compare) and any(isinstance(op, (ast.In, ast.NotIn)) for op in node.ops):
                 words = [n for n in ast.walk(node) if isinstance(n, ast.Constant) and n.value in VERDICT_WORDS]
             elif isinstance(node, ast.Dict):  # a table keyed by verdicts
                 words = [k for k in node.keys if isinstance(k, ast.Constant) and k.value in VERDICT_WORDS]
@@ -199,6 +201,34 @@ def child_starts(mods: dict[str, Path]) -> list[str]:
     return sorted(set(sites))
 
 
+def package_floors(edges: dict[str, set[str]], root: str) -> tuple[int, list[str]]:
+    """Floors of the layout: the longest chain of package-to-package imports (the root
+    modules count as one package, the CLI entry point as another)."""
+    def pkg(m: str) -> str:
+        parts = m[len(root) + 1:].split(".") if m != root else []
+        if len(parts) > 1:
+            return parts[0]
+        # a module of the flat layout: the package it belongs to (FLAT), so both layouts compare
+        return FLAT.get(parts[0], "") or "(root)" if parts else "(root)"
+
+    graph: dict[str, set[str]] = {}
+    for m, ts in edges.items():
+        graph.setdefault(pkg(m), set()).update(pkg(t) for t in ts if pkg(t) != pkg(m))
+    memo: dict[str, list[str]] = {}
+
+    def chain(p: str, stack: tuple[str, ...]) -> list[str]:
+        if p in memo:
+            return memo[p]
+        if p in stack:
+            return []
+        best = max((chain(t, stack + (p,)) for t in graph.get(p, ())), key=len, default=[])
+        memo[p] = [p] + best
+        return memo[p]
+
+    longest = max((chain(p, ()) for p in graph), key=len)
+    return len(longest), longest
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("package", nargs="?", default=str(Path(__file__).resolve().parent.parent / "enablebot"))
@@ -210,7 +240,9 @@ def main(argv: list[str] | None = None) -> int:
     fl = floors(edges)
     report = {
         "modules": len(mods),
-        "import_floors": max(fl.values()),
+        "package_floors": package_floors(edges, pkg.name)[0],
+        "package_chain": package_floors(edges, pkg.name)[1],
+        "module_import_floors": max(fl.values()),
         "deepest": sorted((m for m, d in fl.items() if d == max(fl.values()))),
         "upward_imports": [f"{a} -> {b}" for a, b in upward(edges, pkg.name)],
         "cycles": cycles(edges),

@@ -7,16 +7,16 @@ import pytest
 import torch
 from transformers import AutoConfig
 
-from enablebot.build import MissingDependency, build_model, check_requires, missing_package_from
-from enablebot.reports import summarize
+from enablebot.model.build import MissingDependency, build_model, check_requires, missing_package_from
+from enablebot.sweep.engine.reports import summarize
 from enablebot.results import RunResult, RunSpec
-from enablebot.runner import run_spec
-from enablebot.sweep import SweepOptions, plan
-from enablebot.inputs import build_inputs, eval_dim, recipe_tensor
-from enablebot.loss import loss_from_outputs
-from enablebot.registry import ArchEntry, Registry
-from enablebot.resolve import resolve
-from enablebot.shrink import shrink_config
+from enablebot.measure.runner import run_spec
+from enablebot.sweep.engine.engine import SweepOptions, plan
+from enablebot.model.inputs import build_inputs, eval_dim, recipe_tensor
+from enablebot.model.loss import loss_from_outputs
+from enablebot.model.registry import ArchEntry, Registry
+from enablebot.model.resolve import resolve
+from enablebot.model.shrink import shrink_config
 
 
 @pytest.fixture(scope="module")

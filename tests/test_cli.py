@@ -7,7 +7,7 @@ import sys
 import pytest
 import typer
 
-from enablebot.choices import parse_task
+from enablebot.commands.choices import parse_task
 
 from conftest import ROOT
 
@@ -116,7 +116,7 @@ def test_line_progress_counts_and_eta_every_n_items():
 def test_tables_fold_file_line_instead_of_cutting_it():
     from rich.console import Console
 
-    from enablebot.render import rich_summary
+    from enablebot.measure.render import rich_summary
     from enablebot.results import CompileStats, GraphBreak, RunResult, RunSpec, UserFrame
 
     long = "/site-packages/transformers/models/vilt/modeling_vilt_with_a_very_long_module_name_indeed.py"
@@ -154,8 +154,8 @@ def test_empty_report_support_says_what_to_do_and_json_goes_to_stdout(tmp_path):
 
 
 def test_outputs_are_0644_and_default_outputs_are_ignored_by_git(tmp_path):
-    from enablebot.choices import DEFAULT_FIX_OUT, DEFAULT_SWEEP_OUT
-    from enablebot.registry import atomic_write_text
+    from enablebot.commands.choices import DEFAULT_FIX_OUT, DEFAULT_SWEEP_OUT
+    from enablebot.model.registry import atomic_write_text
 
     old = os.umask(0o022)
     try:

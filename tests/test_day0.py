@@ -4,10 +4,10 @@ import json
 import subprocess
 import sys
 
-from enablebot.catalog import known_architectures
-from enablebot.day0 import first, missing_types, new_in_release, register_new_types
-from enablebot.registry import Registry
-from enablebot.sweep import SweepItem
+from enablebot.model.catalog import known_architectures
+from enablebot.sweep.engine.day0 import first, missing_types, new_in_release, register_new_types
+from enablebot.model.registry import Registry
+from enablebot.sweep.engine.engine import SweepItem
 
 from conftest import ROOT, installed_versions
 

@@ -7,7 +7,7 @@ import yaml
 
 from enablebot.fix.entry import EntryRejected, draft_entry, parse_reply, validate_entry
 from enablebot.fix.llm import LLMClient, Transcript
-from enablebot.registry import Registry
+from enablebot.model.registry import Registry
 from enablebot.testing.fake_openai import FakeOpenAI
 
 from conftest import ROOT
@@ -44,8 +44,8 @@ def test_code_disguised_as_yaml_is_refused_when_parsed(text, why):
 
 
 @pytest.mark.parametrize("entry, why", [
-    ({"hook": "enablebot.hooks:video_session"}, "hook: code"),
-    ({"inputs": {"hook": "enablebot.hooks:video_session"}}, "hooks are code"),
+    ({"hook": "enablebot.model.hooks:video_session"}, "hook: code"),
+    ({"inputs": {"hook": "enablebot.model.hooks:video_session"}}, "hooks are code"),
     ({"inputs": {"by_class": {"X": {"hook": "evil:fn"}}}}, "hooks are code"),
     ({"config": {"model_type": "llama"}}, "identity"),
     ({"config": {"architectures": ["LlamaForCausalLM"]}}, "identity"),
@@ -80,7 +80,7 @@ def test_a_drafted_entry_is_verified_and_bundled_after_a_hostile_one_is_rejected
     reg.get("decision_transformer").inputs = {}
     reg.path = tmp_path / "registry.yaml"
     reg.save()
-    with FakeOpenAI(api_key=KEY, script=[_reply({"inputs": {"hook": "enablebot.hooks:anything"}}),
+    with FakeOpenAI(api_key=KEY, script=[_reply({"inputs": {"hook": "enablebot.model.hooks:anything"}}),
                                          _reply({"inputs": RECIPE})]) as server:
         llm = LLMClient(model="fake-coder", base_url=server.base_url, api_key=KEY, backoff_s=0.01,
                         transcript=Transcript(tmp_path / "t.jsonl", secrets=(KEY,)))

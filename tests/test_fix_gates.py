@@ -4,7 +4,7 @@ small real modules under real torch.compile machinery (in process, seconds)."""
 import pytest
 import torch
 
-from enablebot import runner
+from enablebot.measure import runner
 from enablebot.fix import gates
 from enablebot.results import CompileStats, RunResult, RunSpec, Timing
 

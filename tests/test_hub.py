@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from enablebot.hub import (
+from enablebot.model.hub import (
     LISTING_EXPAND,
     ConfigMissing,
     HubClient,
@@ -270,7 +270,7 @@ def test_offline_mode_uses_the_cache_and_refuses_listing(hub, tmp_path):
     hub.clear_requests()
     code = f"""
 import json
-from enablebot.hub import HubClient, HubError, fetch_config
+from enablebot.model.hub import HubClient, HubError, fetch_config
 out = {{"cached": fetch_config("qwen-fans/Qwen3-0.6B-math", cache_dir={str(cache)!r}).config}}
 for what, call in (("uncached", lambda: fetch_config("acme-lab/Llama-3.2-1B-dpo", cache_dir={str(cache)!r})),
                    ("listing", lambda: list(HubClient().iter_models(limit=1)))):

@@ -5,12 +5,12 @@ import json
 
 import pytest
 
-from enablebot.budget import BUDGET_ENV, OverBudget, count_params_meta
-from enablebot.build import build_model, make_config
-from enablebot.resolve import resolve
+from enablebot.model.budget import BUDGET_ENV, OverBudget, count_params_meta
+from enablebot.model.build import build_model, make_config
+from enablebot.model.resolve import resolve
 from enablebot.results import RunSpec
-from enablebot.runner import run_spec
-from enablebot.shrink import MAX_TOKEN_ID
+from enablebot.measure.runner import run_spec
+from enablebot.model.shrink import MAX_TOKEN_ID
 
 
 def _config(tmp_path, **fields):
@@ -61,7 +61,7 @@ def test_over_the_parameter_budget_is_a_clear_create_error(tmp_path, monkeypatch
 
 
 def test_the_sweep_goes_on_past_an_oversized_model(tmp_path, monkeypatch):
-    from enablebot.sweep import SweepItem, SweepOptions, run_sweep
+    from enablebot.sweep.engine.engine import SweepItem, SweepOptions, run_sweep
 
     # A legit-looking special token just under the cap keeps a 1M-row vocab: 64M parameters.
     big = _config(tmp_path, eos_token_id=1_000_000, vocab_size=1_040_000)

@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 from enablebot.commands import nightly as nightly_cmd
 from enablebot.fix.overlay import locate
-from enablebot.registry import Registry
+from enablebot.model.registry import Registry
 from enablebot.testing.fake_github import FakeGitHub
 from enablebot.testing.fake_hub import FakeHub, FakeRepo, hub_requests_allowed
 from enablebot.testing.fake_openai import FakeOpenAI

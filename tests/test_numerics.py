@@ -2,7 +2,7 @@
 
 import torch
 
-from enablebot.numerics import compare, default_tol, outputs_equal
+from enablebot.measure.numerics import compare, default_tol, outputs_equal
 
 
 def _fp64_and_fp32(seed=0, n=4096):
@@ -61,8 +61,8 @@ def test_outputs_equal_is_bitwise():
 
 
 def test_eager_that_disagrees_with_itself_beyond_tolerance_is_inconclusive_never_pass():
-    from enablebot.render import numerics_text
-    from enablebot.reports import accuracy
+    from enablebot.measure.render import numerics_text
+    from enablebot.sweep.engine.reports import accuracy
     from enablebot.results import Numerics, RunResult, RunSpec
 
     ref64, ref = _fp64_and_fp32()

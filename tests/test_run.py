@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from enablebot.isolation import run_in_child
-from enablebot.registry import ArchEntry, Registry
+from enablebot.execute.isolation import run_in_child
+from enablebot.model.registry import ArchEntry, Registry
 from enablebot.results import RunResult, RunSpec
-from enablebot.runner import run_spec
+from enablebot.measure.runner import run_spec
 
 from conftest import ROOT, installed_versions
 
@@ -106,8 +106,8 @@ def test_numerics_judge_fails_a_backend_that_perturbs_outputs():
 
 
 def test_a_model_whose_eager_disagrees_with_itself_gets_inconclusive_numerics(tmp_path):
-    from enablebot.baseline import expected_from
-    from enablebot.render import rich_summary
+    from enablebot.sweep.engine.baseline import expected_from
+    from enablebot.measure.render import rich_summary
     from rich.console import Console
 
     reg = Registry.load(ROOT / "model_registry.yaml")

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from enablebot import sandbox
+from enablebot.execute import sandbox
 from enablebot.fix.overlay import build_overlay, locate
 from enablebot.fix.patchguard import PatchPolicy, check_patch
-from enablebot.isolation import run_in_child
+from enablebot.execute.isolation import run_in_child
 from enablebot.results import RunSpec
 
 FIX = Path(__file__).parent / "fixtures" / "fix"

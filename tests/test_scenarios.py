@@ -7,13 +7,14 @@ from __future__ import annotations
 import pytest
 import torch
 
-from enablebot import graph_breaks, scenarios
-from enablebot.build import build_model
-from enablebot.inputs import build_inputs
-from enablebot.registry import Registry
-from enablebot.resolve import resolve
+from enablebot.measure import graph_breaks
+from enablebot.measure import scenarios
+from enablebot.model.build import build_model
+from enablebot.model.inputs import build_inputs
+from enablebot.model.registry import Registry
+from enablebot.model.resolve import resolve
 from enablebot.results import UserFrame
-from enablebot.towers import count_towers
+from enablebot.measure.towers import count_towers
 
 
 @pytest.fixture(scope="module")

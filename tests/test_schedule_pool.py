@@ -7,10 +7,10 @@ import sys
 
 import pytest
 
-from enablebot.pool import WorkerPool
-from enablebot.registry import ArchEntry, Registry
+from enablebot.execute.pool import WorkerPool
+from enablebot.model.registry import ArchEntry, Registry
 from enablebot.results import RunResult, RunSpec
-from enablebot.schedule import estimator, item_key, load_durations, longest_first
+from enablebot.sweep.engine.schedule import estimator, item_key, load_durations, longest_first
 
 from conftest import ROOT
 

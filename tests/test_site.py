@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from enablebot.checkpoint import RESULTS_FILE
+from enablebot.sweep.engine.checkpoint import RESULTS_FILE
 from enablebot.fix.bundle import ClusterRef, FixBundle, Snapshot
 from enablebot.results import RunResult
 from enablebot.site.build import SiteInputError, build, new_breaks, order_sets, load_inputs
@@ -124,7 +124,7 @@ def test_a_baseline_that_repeats_a_given_sweep_is_shown_once():
 def test_a_new_break_since_the_previous_nightly_is_found(tmp_path):
     """Two real runs of one model on one device: with the recipe that avoids its break (the older
     nightly), then without it (the newer): the break is new in the newer one."""
-    from enablebot.isolation import run_in_child
+    from enablebot.execute.isolation import run_in_child
     from enablebot.results import RunSpec
 
     def nightly(name: str, cfg: dict) -> Path:
@@ -263,7 +263,7 @@ def _write(dest: Path, lines: list[dict]) -> Path:
 def test_a_new_architecture_gets_its_time_to_support(tmp_path):
     """The older nightly lacks qwen2_moe; the newer runs it full graph with numerics passing,
     63 minutes after the registry first saw it. A Hub find never run is listed as not run."""
-    from enablebot.registry import Registry
+    from enablebot.model.registry import Registry
 
     subset = ROOT / "results" / "cpu-inductor-subset"
     older = _write(tmp_path / "older", _lines(subset, lambda d: d["spec"]["model_id"] != "qwen2_moe"))

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from enablebot.baseline import Baseline, baseline_from, compare
-from enablebot.checkpoint import RESULTS_FILE, Checkpoint, load_results
-from enablebot.registry import ArchEntry, Registry
-from enablebot.sweep import SweepOptions, load_runs, plan, run_sweep
+from enablebot.sweep.engine.baseline import Baseline, baseline_from, compare
+from enablebot.sweep.engine.checkpoint import RESULTS_FILE, Checkpoint, load_results
+from enablebot.model.registry import ArchEntry, Registry
+from enablebot.sweep.engine.engine import SweepOptions, load_runs, plan, run_sweep
 
 from conftest import ROOT
 
@@ -179,7 +179,7 @@ def test_check_reports_improvements_and_fewer_breaks():
 
 
 def _results_dir(path, *results):
-    from enablebot.checkpoint import write_results
+    from enablebot.sweep.engine.checkpoint import write_results
 
     path.mkdir(parents=True, exist_ok=True)
     write_results(path / RESULTS_FILE, results)
@@ -250,7 +250,7 @@ def test_main_task_is_the_head_where_there_is_one_else_the_base():
 
 
 def test_a_worker_gets_the_architecture_it_already_imported_next():
-    from enablebot.pool import _affine
+    from enablebot.execute.pool import _affine
     from enablebot.results import RunSpec
 
     queue = ("c", "b", "a", "b")
@@ -297,7 +297,7 @@ def test_bad_model_lists_are_refused_before_any_work(tmp_path):
 
 def test_every_known_architecture_has_a_model_to_sweep():
     """Types with only a backbone, matting, keypoint or retrieval class used to drop out of the plan."""
-    from enablebot.catalog import known_architectures
+    from enablebot.model.catalog import known_architectures
 
     known = known_architectures()
     assert [mt for mt, a in known.items() if not (a.base or a.head)] == []

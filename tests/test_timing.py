@@ -3,10 +3,10 @@
 import subprocess
 import sys
 
-from enablebot import timing
-from enablebot.reports import markdown, summarize, write_csv
+from enablebot.measure import timing
+from enablebot.sweep.engine.reports import markdown, summarize, write_csv
 from enablebot.results import RunResult, RunSpec, Timing
-from enablebot.sweep import mark_contention
+from enablebot.sweep.engine.engine import mark_contention
 
 from conftest import ROOT
 
@@ -77,7 +77,7 @@ def test_compile_cache_warm_or_cold_from_inductor_counters(tmp_path):
     code = """
 import torch
 from torch._dynamo.utils import counters
-from enablebot.timing import compile_cache_state
+from enablebot.measure.timing import compile_cache_state
 f = lambda x: torch.sin(x) * 2 + 1
 states = []
 for _ in range(2):
@@ -96,7 +96,7 @@ print(states)
 
 
 def test_run_summary_states_spread_noise_and_cache():
-    from enablebot.render import summary_rows
+    from enablebot.measure.render import summary_rows
 
     t = _timed([10.0] * 10, [6.3, 1.3, 38.0, 6.0, 1.5, 30.0, 6.5, 1.2, 35.0, 6.1])
     t.compile_s, t.compile_cache = 3.96, "warm"

@@ -17,15 +17,15 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from enablebot.catalog import known_architectures
+from enablebot.model.catalog import known_architectures
 from enablebot.commands import report as report_cmd
 from enablebot.commands import watch as watch_cmd
-from enablebot.hub import HubClient, RetryPolicy
-from enablebot.registry import ArchEntry, Registry
+from enablebot.model.hub import HubClient, RetryPolicy
+from enablebot.model.registry import ArchEntry, Registry
 from enablebot.results import Numerics, RunResult, RunSpec, Timing, Versions
-from enablebot.support import human_duration, record_status, time_to_support
+from enablebot.watch.watcher.support import human_duration, record_status, time_to_support
 from enablebot.testing.fake_hub import FakeHub, FakeRepo, Fault, hub_requests_allowed
-from enablebot.watch import Cursor, pending_runs, poll, run_pending, watch_once
+from enablebot.watch.watcher.watcher import Cursor, pending_runs, poll, run_pending, watch_once
 
 FIXTURES = Path(__file__).parent / "fixtures" / "hub"
 ROOT = Path(__file__).resolve().parent.parent
@@ -427,7 +427,7 @@ def test_cli_errors_exit_2_with_what_to_do(tmp_path, registry_path):
 
 
 def test_watch_run_through_the_real_child_runner(hub, tmp_path, registry_path):
-    """--run's default runner: each architecture in its own process (enablebot.isolation).
+    """--run's default runner: each architecture in its own process (enablebot.execute.isolation).
     The eager backend keeps this quick; compiling with Inductor is what `run`'s own tests cover."""
     keep = {"acme-lab/Llama-3.2-1B-sft-v2", "qwen-fans/Qwen3-0.6B-math", "deepthink/DTCoder-8B"}
     with FakeHub([r for r in hub.repos if r.repo_id in keep]) as small_hub:
@@ -444,7 +444,7 @@ def test_watch_run_through_the_real_child_runner(hub, tmp_path, registry_path):
 def test_registry_keeps_knowledge_apart_from_state(tmp_path):
     """The reviewed registry is in the writer's form (an unchanged save is byte-identical), and
     what the bot observes (first_seen, status, the cursor) goes only to the state file."""
-    from enablebot.registry import state_path
+    from enablebot.model.registry import state_path
 
     committed = Registry.load(ROOT / "model_registry.yaml")
     assert committed.dumps() == (ROOT / "model_registry.yaml").read_text(encoding="utf-8")
@@ -469,7 +469,7 @@ def test_time_to_support_and_to_fix_for_a_releases_new_types(tmp_path):
     """Types registered on day 0 of a release: the clock starts at the release date (or when the bot saw
     them), stops at the first supported run, and separately at the first verified fix bundle."""
     from enablebot.fix.bundle import ClusterRef, FixBundle
-    from enablebot.support import first_fixes
+    from enablebot.watch.watcher.support import first_fixes
 
     reg = Registry(path=Path("unused.yaml"))
     t0 = datetime(2026, 11, 30, tzinfo=timezone.utc)

@@ -22,9 +22,9 @@ def register(app: typer.Typer) -> None:
         strict: bool = typer.Option(False, help="also fail on improvements (until the baseline is refreshed)"),
     ) -> None:
         """Exit 1 on a regression (full_graph -> break, ran -> error, numerics pass -> fail, more breaks)."""
-        from ..baseline import Baseline, baseline_from, baseline_name, compare, incomparable
-        from ..checkpoint import RESULTS_FILE, load_results
-        from ..render import out_console
+        from ..sweep.baseline import Baseline, baseline_from, baseline_name, compare, incomparable
+        from ..sweep.checkpoint import RESULTS_FILE, load_results
+        from ..measure.render import out_console
 
         err = Console(stderr=True, soft_wrap=True)
         f = results / RESULTS_FILE

@@ -20,7 +20,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Per model and scenario: fixed, newly broken, break types/counts changed, errors gained or
         lost; each change attributed to torch or transformers when only one of them differs."""
-        from ..compare import CompareInputError, compare_paths
+        from ..sweep.compare import CompareInputError, compare_paths
         from ..fileio import atomic_write_text
 
         try:

@@ -11,7 +11,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from ..choices import DEFAULT_FIX_OUT, TASK_HELP, Device, parse_task, require_device
+from .choices import DEFAULT_FIX_OUT, TASK_HELP, Device, parse_task, require_device
 
 
 def _split(values: Optional[list[str]]) -> Optional[list[str]]:
@@ -23,7 +23,7 @@ def _split(values: Optional[list[str]]) -> Optional[list[str]]:
 
 def _require_sandbox(err: Console, unsafe: bool) -> None:
     """LLM-written code runs only in the sandbox, or under the loudly named opt-out."""
-    from ..sandbox import UNSAFE_ENV, SandboxUnavailable, require
+    from ..execute.sandbox import UNSAFE_ENV, SandboxUnavailable, require
 
     if unsafe:
         os.environ[UNSAFE_ENV] = "1"
@@ -76,7 +76,7 @@ def register(app: typer.Typer) -> None:
         from ..fix.llm import Budget, LLMClient
         from ..fix.loop import FixOptions, fix_model
         from ..fix.verify import VerifyOptions
-        from ..resolve import UsageError, resolve
+        from ..model.resolve import UsageError, resolve
 
         err = Console(stderr=True, soft_wrap=True)
         dev = require_device(device)
@@ -101,7 +101,7 @@ def register(app: typer.Typer) -> None:
                       "trying Dynamo config recipes only")
         if registry_entry:
             from ..fix.entry import draft_entry
-            from ..registry import Registry
+            from ..model.registry import Registry
 
             reg = Registry.load()
             if model_id not in reg:
@@ -127,7 +127,7 @@ def register(app: typer.Typer) -> None:
             table.add_column(col, overflow="fold")
         for o in outcomes:
             table.add_row(o.cluster, o.status, o.kind or "–", o.bundle_dir or "–", o.message)
-        from ..render import out_console
+        from ..measure.render import out_console
 
         out_console().print(table)
         if any(o.status == "error" for o in outcomes):

@@ -26,8 +26,8 @@ def register(app: typer.Typer) -> None:
                                                     "(only on a throwaway machine without bubblewrap)"),
     ) -> None:
         """watch -> register -> sweep -> merge -> check -> report -> registry record -> fix -> pr -> dashboard."""
-        from ..nightly import STEPS, ConfigError, NightlyConfig, run_nightly
-        from ..sandbox import UNSAFE_ENV, SandboxUnavailable
+        from .nightly_steps import STEPS, ConfigError, NightlyConfig, run_nightly
+        from ..execute.sandbox import UNSAFE_ENV, SandboxUnavailable
 
         err = Console(stderr=True, soft_wrap=True)
         bad = [s for s in step if s not in STEPS]

@@ -60,8 +60,8 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Open or update one pull request per verified fix bundle (dry run unless --push)."""
         from ..fix.overlay import PatchApplyError
-        from ..github_client import GitHubError, MissingToken, connect, step
-        from ..pr import NotPrAble, Publisher, plan_pr, render_plan
+        from ..pr.github_client import GitHubError, MissingToken, connect, step
+        from ..pr.publish import NotPrAble, Publisher, plan_pr, render_plan
 
         err = Console(stderr=True, soft_wrap=True)  # messages stay whole in CI logs
         repos = parse_repo_map(repo)
@@ -132,10 +132,10 @@ def register(app: typer.Typer) -> None:
         write_interval: float = typer.Option(1.0, "--write-interval", min=0.0, hidden=True, help=_WRITE_INTERVAL_HELP),
     ) -> None:
         """Render the dashboard issue and update it in place (dry run unless --push)."""
-        from ..dashboard import DataError, arch_rows, bot_prs, load_clusters, load_recipes, publish_dashboard
-        from ..github_client import GitHubError, MissingToken, connect, step
-        from ..pr_body import render_dashboard
-        from ..registry import Registry, RegistryError
+        from ..pr.dashboard import DataError, arch_rows, bot_prs, load_clusters, load_recipes, publish_dashboard
+        from ..pr.github_client import GitHubError, MissingToken, connect, step
+        from ..pr.body import render_dashboard
+        from ..model.registry import Registry, RegistryError
 
         err = Console(stderr=True, soft_wrap=True)  # messages stay whole in CI logs
         for r in [repo, *pr_repo]:
@@ -185,8 +185,8 @@ def register(app: typer.Typer) -> None:
         out: Path = typer.Option(..., "--out", help="directory to write the bundle to"),
     ) -> None:
         """Rebuild the fix bundle of one of the bot's PRs (metadata + the branch's diff), for `enablebot verify`."""
-        from ..github_client import GitHubError, MissingToken, connect, step
-        from ..pr_fetch import NotABotPr, bundle_from_pr
+        from ..pr.github_client import GitHubError, MissingToken, connect, step
+        from ..pr.fetch import NotABotPr, bundle_from_pr
 
         err = Console(stderr=True, soft_wrap=True)  # messages stay whole in CI logs
         parse_repo_map([repo])

@@ -14,8 +14,8 @@ def register(app: typer.Typer) -> None:
     @reg_app.command("seed")
     def seed(registry: Path = typer.Option(None, "--registry", help="Registry file (default: the repo's model_registry.yaml)")) -> None:
         """Add every architecture the installed transformers knows; keep hand-written knowledge."""
-        from ..registry import Registry
-        from ..seed import seed_registry
+        from ..model.registry import Registry
+        from ..model.seed import seed_registry
 
         reg = Registry.load(registry)
         added = seed_registry(reg)
@@ -32,9 +32,9 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Record each architecture's latest verdict per device/mode in the registry (for the
         dashboard and time-to-support; `supported_at` is set once and never moved)."""
-        from ..checkpoint import RESULTS_FILE, load_results
-        from ..registry import Registry
-        from ..support import record_status
+        from ..sweep.checkpoint import RESULTS_FILE, load_results
+        from ..model.registry import Registry
+        from ..watch.support import record_status
 
         f = results / RESULTS_FILE
         if not f.exists():

@@ -32,8 +32,8 @@ def support(
     """Time to support per architecture and device, and the median.
 
     From first_seen to the first run that is full_graph with numerics passing."""
-    from ..registry import Registry, RegistryError
-    from ..support import human_duration, time_to_support
+    from ..model.registry import Registry, RegistryError
+    from ..watch.support import human_duration, time_to_support
 
     try:
         reg = Registry.load(registry)
@@ -41,8 +41,8 @@ def support(
         Console(stderr=True, soft_wrap=True).print(f"[red]error:[/red] {e}")
         raise typer.Exit(2)
     from ..outputs import to_stdout, write_json
-    from ..render import out_console
-    from ..support import first_fixes
+    from ..measure.render import out_console
+    from ..watch.support import first_fixes
 
     rep = time_to_support(reg, discovered_only=discovered_only, key=key, fixes=first_fixes(fixes), new_in=new_in)
     out = out_console(stderr=to_stdout(json_path))

@@ -8,7 +8,7 @@ from typing import Optional
 import typer
 from rich.console import Console
 
-from ..choices import TASK_HELP, Device, Dtype, Mode, Pass, Scenario, Size, parse_task, require_device
+from .choices import TASK_HELP, Device, Dtype, Mode, Pass, Scenario, Size, parse_task, require_device
 
 
 def register(app: typer.Typer) -> None:
@@ -40,10 +40,10 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Build MODEL_ID as a tiny random-init model; run eager and torch.compile; log every
         graph break, numerics against fp64, and speedup. Exit 0 when the run completed (any verdict)."""
-        from ..isolation import run_in_child
-        from ..registry import Registry, RegistryError
-        from ..render import out_console, rich_summary
-        from ..resolve import UsageError, resolve
+        from ..execute.isolation import run_in_child
+        from ..model.registry import Registry, RegistryError
+        from ..measure.render import out_console, rich_summary
+        from ..model.resolve import UsageError, resolve
         from ..results import RunSpec
 
         err = Console(stderr=True, soft_wrap=True)
@@ -67,7 +67,7 @@ def register(app: typer.Typer) -> None:
 
         with stages(err, model_id) as progress:
             if no_isolation:
-                from ..runner import run_spec
+                from ..measure.runner import run_spec
 
                 result = run_spec(spec, progress=progress)
             else:

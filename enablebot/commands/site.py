@@ -21,7 +21,7 @@ def register(app: typer.Typer) -> None:
         registry: Optional[Path] = typer.Option(None, help="model_registry.yaml (default: the repo's): modality, first_seen"),
     ) -> None:
         """Build the dashboard: overview and trend, the model table, a page per model and per break cluster."""
-        from ..registry import Registry, RegistryError
+        from ..model.registry import Registry, RegistryError
         from ..site.build import SiteInputError, build
         from ..site.write import write_site
 

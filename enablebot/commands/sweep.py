@@ -10,7 +10,7 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from ..choices import DEFAULT_SWEEP_OUT, Device, Dtype, Mode, Pass, Scenario, Size, TaskKind, require_device
+from .choices import DEFAULT_SWEEP_OUT, Device, Dtype, Mode, Pass, Scenario, Size, TaskKind, require_device
 
 
 def register(app: typer.Typer) -> None:
@@ -55,8 +55,8 @@ def register(app: typer.Typer) -> None:
                                                      "every N finished items (default: about every 10%)"),
     ) -> None:
         """Run every architecture (or a shard of them); resumable: finished models are not redone."""
-        from ..registry import Registry
-        from ..sweep import PASSES, SweepOptions, default_jobs, parse_shard, plan, run_sweep
+        from ..model.registry import Registry
+        from ..sweep.engine import PASSES, SweepOptions, default_jobs, parse_shard, plan, run_sweep
 
         err = Console(stderr=True, soft_wrap=True)
         if pass_.value not in PASSES:
@@ -105,7 +105,7 @@ def register(app: typer.Typer) -> None:
         items = plan(reg, opts, wanted or None, sh)
         durations = None
         if durations_from:
-            from ..schedule import load_durations
+            from ..sweep.schedule import load_durations
 
             try:
                 durations = load_durations(durations_from, pass_name=pass_.value, device=dev)
@@ -116,13 +116,13 @@ def register(app: typer.Typer) -> None:
                 err.print(f"[yellow]warning:[/yellow] {durations_from} holds no {pass_.value}-pass {dev} results: "
                           "the plan's order is kept")
         if new_types:
-            from ..day0 import first
+            from ..sweep.day0 import first
 
             items = first(items, new_types)
         err.print(f"{len(items)} items ({pass_.value} pass, {dev}){f', shard {shard}' if shard else ''} -> {out}")
-        from ..checkpoint import Checkpoint
+        from ..sweep.checkpoint import Checkpoint
         from ..progress import LineProgress, interactive
-        from ..sweep import spec_key, to_spec
+        from ..sweep.engine import spec_key, to_spec
 
         done = Checkpoint(out).done if out.exists() else set()
         todo = sum(1 for it in items if spec_key(to_spec(it, opts)) not in done)
@@ -150,7 +150,7 @@ def register(app: typer.Typer) -> None:
         if reuse is not None:
             import json
 
-            from ..incremental import DECISIONS_FILE
+            from ..sweep.incremental import DECISIONS_FILE
 
             inc = json.loads((out / DECISIONS_FILE).read_text(encoding="utf-8"))
             err.print(f"incremental: reused {stats.reused}, re-ran {stats.ran}; "
@@ -162,7 +162,7 @@ def register(app: typer.Typer) -> None:
                      or "nothing ran")
                   + (f"; {stats.not_started} not started (time budget): rerun to resume" if stats.not_started else ""))
         if report:
-            from ..reports import write_reports
+            from ..sweep.reports import write_reports
 
             paths = write_reports(out, _modalities(reg))
             err.print("reports: " + ", ".join(str(p) for p in paths))
@@ -174,9 +174,9 @@ def register(app: typer.Typer) -> None:
     @report_app.command("sweep")
     def report_sweep(results: Path = typer.Argument(..., help="a sweep or merge output directory")) -> None:
         """(Re)write the Markdown, HTML, CSV, summary and triage reports of a sweep directory."""
-        from ..checkpoint import RESULTS_FILE
-        from ..registry import Registry
-        from ..reports import write_reports
+        from ..sweep.checkpoint import RESULTS_FILE
+        from ..model.registry import Registry
+        from ..sweep.reports import write_reports
 
         if not (results / RESULTS_FILE).exists():
             Console(stderr=True, soft_wrap=True).print(f"[red]error:[/red] {results / RESULTS_FILE} does not exist")
@@ -196,8 +196,8 @@ def register(app: typer.Typer) -> None:
         report: bool = typer.Option(True, help="write reports for the merged results"),
     ) -> None:
         """Combine shard results into one result set (the same as one sweep would give)."""
-        from ..checkpoint import RESULTS_FILE, load_results, write_results
-        from ..registry import Registry
+        from ..sweep.checkpoint import RESULTS_FILE, load_results, write_results
+        from ..model.registry import Registry
 
         merged = {}
         for d in shards:
@@ -210,7 +210,7 @@ def register(app: typer.Typer) -> None:
         write_results(out / RESULTS_FILE, merged.values())
         Console(stderr=True, soft_wrap=True).print(f"{len(merged)} results from {len(shards)} shards -> {out / RESULTS_FILE}")
         if report:
-            from ..reports import write_reports
+            from ..sweep.reports import write_reports
 
             write_reports(out, _modalities(Registry.load()))
 
@@ -223,8 +223,8 @@ def _register_day0(reg, release_date: str, err: Console) -> tuple[set[str], str]
     """Register the installed transformers' types the registry lacks; the release's new types."""
     from importlib.metadata import version
 
-    from ..catalog import known_architectures
-    from ..day0 import iso_date, missing_types, new_in_release, pypi_release_date, register_new_types
+    from ..model.catalog import known_architectures
+    from ..sweep.day0 import iso_date, missing_types, new_in_release, pypi_release_date, register_new_types
 
     tf_version = version("transformers")
     if missing_types(reg, known_architectures()):
@@ -249,8 +249,8 @@ def _register_day0(reg, release_date: str, err: Console) -> tuple[set[str], str]
 def _write_day0(reg, out: Path, tf_version: str, err: Console) -> None:
     import json
 
-    from ..checkpoint import RESULTS_FILE, load_results
-    from ..day0 import day0_report
+    from ..sweep.checkpoint import RESULTS_FILE, load_results
+    from ..sweep.day0 import day0_report
     from ..fileio import atomic_write_text
 
     rep = day0_report(reg, load_results(out / RESULTS_FILE).values(), tf_version)

@@ -11,7 +11,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from ..choices import Device, Mode
+from .choices import Device, Mode
 
 _AGE = re.compile(r"^(\d+)\s*([dhm])$")
 _KIND_STYLE = {"new": "green", "needs_newer_transformers": "yellow", "remote_code": "magenta",
@@ -27,7 +27,7 @@ def parse_since(value: str | None, *, now: datetime | None = None) -> datetime |
         n, unit = int(m.group(1)), m.group(2)
         delta = {"d": timedelta(days=n), "h": timedelta(hours=n), "m": timedelta(minutes=n)}[unit]
         return (now or datetime.now(timezone.utc)) - delta
-    from ..hub import parse_iso
+    from ..model.hub import parse_iso
 
     try:
         return parse_iso(value)
@@ -60,13 +60,13 @@ def register(app: typer.Typer) -> None:
 
         Reads configs only (the listing's config field or config.json), never weights, and never
         executes remote code unless the repo is allow-listed. Exit 2 when the Hub fails."""
-        from ..hub import HubClient, HubError, RetryPolicy
-        from ..registry import RegistryError
+        from ..model.hub import HubClient, HubError, RetryPolicy
+        from ..model.registry import RegistryError
         from ..results import RunResult, RunSpec
-        from ..watch import KINDS, watch_once
+        from ..watch.watcher import KINDS, watch_once
 
         err = Console(stderr=True, soft_wrap=True)
-        from ..choices import require_device
+        from .choices import require_device
 
         dev = require_device(device) if run else device.value
         since_dt = parse_since(since)
@@ -74,7 +74,7 @@ def register(app: typer.Typer) -> None:
         try:
             with err.status(f"listing models on {client.endpoint}") as status:
                 def runner(spec: RunSpec) -> RunResult:
-                    from ..isolation import run_in_child
+                    from ..execute.isolation import run_in_child
 
                     status.update(f"[bold]{spec.model_id}[/bold] ({spec.device}/{spec.mode}): starting")
                     return run_in_child(spec, progress=lambda msg: status.update(
@@ -89,7 +89,7 @@ def register(app: typer.Typer) -> None:
             err.print(f"[red]error:[/red] {e}")
             raise typer.Exit(2)
 
-        from ..render import out_console
+        from ..measure.render import out_console
 
         from ..outputs import to_stdout, write_json
 

@@ -118,7 +118,7 @@ def _recheck_files(key: str, patch: str, recorded: dict[str, dict[str, str]]) ->
 
 
 def _model_type(model_id: str) -> str | None:
-    from ..resolve import resolve
+    from ..model.resolve import resolve
 
     try:
         return resolve(model_id).model_type

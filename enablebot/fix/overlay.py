@@ -3,7 +3,7 @@
 The installed site-packages are never written. `build_overlay(diff, overlay_dir)` maps each
 upstream path of the diff (`torch/_dynamo/...` for pytorch, `src/transformers/...` for
 transformers) to the installed file, applies the hunks to a copy under `overlay_dir`, and
-writes `manifest.json` (module name -> patched copy). `enablebot.overlay_loader.install_overlay`
+writes `manifest.json` (module name -> patched copy). `enablebot.execute.overlay_loader.install_overlay`
 (the execution layer's half) makes a child import the copies.
 
 Hunks apply strictly: context and removed lines must match the installed text exactly; only
@@ -20,7 +20,7 @@ import json
 from pathlib import Path
 
 # The manifest types and the loader live in the execution layer; fix code imports them from here too.
-from ..overlay_loader import MANIFEST, Overlay, OverlayFile, install_overlay, load_overlay, sha256_text  # noqa: F401
+from ..execute.overlay_loader import MANIFEST, Overlay, OverlayFile, install_overlay, load_overlay, sha256_text  # noqa: F401
 from ..fileio import atomic_write_text
 
 # Upstream repo layout -> installed package: (upstream prefix, top-level package).

@@ -9,11 +9,11 @@ too). Here the reference comes from a process without the overlay:
   check  (patched child)    build the model with the overlay and the Dynamo settings, load
                             the saved weights (strict: a patch may not change parameters),
                             compile, run on the saved inputs, compare with
-                            enablebot.numerics.compare (ref = unpatched eager, fp64 = unpatched fp64).
+                            enablebot.measure.numerics.compare (ref = unpatched eager, fp64 = unpatched fp64).
 
 This module is the parent side (`reference_numerics`); the children are the one child entry
-point, `python -m enablebot.worker reference-dump|reference-check SPEC.json DATA.pt OUT.json`,
-running `enablebot.heldout.dump` / `check`.
+point, `python -m enablebot.execute.worker reference-dump|reference-check SPEC.json DATA.pt OUT.json`,
+running `enablebot.measure.heldout.dump` / `check`.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from ..results import Numerics, RunSpec
 
 
 def _run(mode: str, spec: RunSpec, data_path: Path, timeout_s: float, log_path: Path) -> dict[str, Any]:
-    from ..isolation import child_command
+    from ..execute.isolation import child_command
 
     work = Path(tempfile.mkdtemp(prefix="enablebot-ref-"))
     spec_path, out_path = work / "spec.json", work / "out.json"
@@ -39,7 +39,7 @@ def _run(mode: str, spec: RunSpec, data_path: Path, timeout_s: float, log_path: 
     with open(log_path, "ab") as log:
         # The patched (check) child is sandboxed: it may write only its own work dir, never the dump.
         writable = [work] + ([data_path.parent] if mode == "dump" else [])
-        argv, env = child_command([sys.executable, "-m", "enablebot.worker", f"reference-{mode}", str(spec_path),
+        argv, env = child_command([sys.executable, "-m", "enablebot.execute.worker", f"reference-{mode}", str(spec_path),
                                    str(data_path), str(out_path)], spec, writable=writable,
                                   readable=[data_path] if mode == "check" else [])
         proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,

@@ -120,7 +120,7 @@ def snapshot(result: RunResult, ref: ClusterRef | None = None) -> Snapshot:
 
 
 def default_runner(spec: RunSpec) -> RunResult:
-    from ..isolation import run_in_child
+    from ..execute.isolation import run_in_child
 
     return run_in_child(spec)
 
@@ -449,7 +449,7 @@ def _bundle_spec(bdir: Path, bundle: FixBundle) -> RunSpec:
 
 
 def model_type_of(model_id: str) -> str | None:
-    from ..resolve import resolve
+    from ..model.resolve import resolve
 
     try:
         return resolve(model_id).model_type

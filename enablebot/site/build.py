@@ -16,9 +16,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable
 
-from ..checkpoint import RESULTS_FILE
+from ..sweep.checkpoint import RESULTS_FILE
 from ..results import OK_VERDICTS, RunResult
-from ..triage import Cluster, cluster_breaks, location
+from ..sweep.triage import Cluster, cluster_breaks, location
 from .links import public_version
 
 PASS_NAMES = {"eager": "dynamo", "inductor": "inductor"}
@@ -282,7 +282,7 @@ _KEY = re.compile(r"^(?P<model>[^|]+)\|(?P<task>[^|]*)\|(?P<device>[^|]+)\|(?P<m
 
 def load_baseline(path: Path, modality_of: dict[str, str] | None = None) -> ResultSet:
     """A baseline file: verdicts and break counts per key, no break detail and no time."""
-    from ..baseline import Baseline
+    from ..sweep.baseline import Baseline
 
     try:
         b = Baseline.load(path)

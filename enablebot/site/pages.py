@@ -13,17 +13,20 @@ from collections import defaultdict
 from typing import Any, Iterable
 
 from ..results import RunResult, UserFrame
-from ..support import human_duration
+from ..verdict import Verdict
+from ..watch.support import human_duration
 from . import svg
 from .build import BundleView, ClusterView, ResultSet, Row, SiteData
 from .links import cluster_page, gb_url, model_page, source_url
 
 e = html.escape
-SYMBOL = {"full_graph": "✓", "graph_break": "◐", "skipped": "–", "missing_dependency": "–"}  # else a failure: ✗
+
+def symbol(v: str) -> str:
+    return Verdict.of(v).symbol
 
 
 def verdict_html(v: str) -> str:
-    return f'<span class="v v-{e(v)}">{SYMBOL.get(v, "✗")} {e(v)}</span>'
+    return f'<span class="v v-{e(v)}">{symbol(v)} {e(v)}</span>'
 
 
 def _num(v: float | None, fmt: str = "{:.2f}") -> str:
@@ -295,7 +298,7 @@ def models_table(data: SiteData) -> str:
         trs.append(
             f'<tr><td><a href="{e(model_page(r.model))}">{e(r.model)}</a></td><td>{e(r.task)}</td><td>{e(r.mode)}</td>'
             f"<td>{e(r.scenario)}</td><td>{e(r.device)}</td><td>{e(r.pass_)}</td><td>{e(r.version)}</td>"
-            f'<td class="v v-{e(r.verdict)}">{SYMBOL.get(r.verdict, "✗")} {e(r.verdict)}</td>'
+            f'<td class="v v-{e(r.verdict)}">{symbol(r.verdict)} {e(r.verdict)}</td>'
             f"<td>{r.breaks if r.breaks is not None else ''}</td>"
             f"<td>{' '.join(gb_link(b) for b in r.break_ids if b.startswith('GB'))}</td><td>{e(r.modality)}</td>"
             f"<td>{_numerics(r.numerics)}</td><td>{_num(r.speedup)}</td>"

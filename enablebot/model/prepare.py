@@ -1,0 +1,96 @@
+"""One way from a RunSpec to a tiny model and its inputs: resolve -> config -> shrink -> build
+-> inputs. Used by the runner, the held-out reference and the build pass of a sweep.
+
+The id is resolved once per process: the CLI resolves it (to validate it) and passes the
+resolution to the child inside the spec (`RunSpec.resolved`), so the child does not resolve
+a Hub id a second time. Within a sweep worker the pristine built model is kept for the next
+spec of the same architecture (the other mode, the other scenarios): building is a deep copy
+instead of a fresh build.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..results import RunSpec
+
+
+@dataclass
+class Prepared:
+    """A built tiny model with its inputs. `model` is private to the caller (a copy)."""
+
+    model: Any
+    config: Any
+    inputs: dict[str, Any]
+    model_type: str
+    class_name: str
+    modality: str
+    recipe: dict[str, Any] = field(default_factory=dict)
+    changes: dict[str, Any] = field(default_factory=dict)
+
+
+def resolve_spec(spec: RunSpec) -> Any:
+    """The spec's resolution: carried in the spec when the parent already resolved it."""
+    from .registry import Registry
+    from .resolve import Resolved, resolve
+
+    registry = Registry.load_cached(spec.registry)
+    if spec.resolved:
+        return Resolved.from_dict(spec.resolved, registry)
+    return resolve(spec.model_id, registry, allow_remote_code=spec.allow_remote_code)
+
+
+# The last pristine build in this process: (key, Prepared). One entry is enough, because the
+# pool hands a worker the same architecture again while any of its specs is queued.
+_LAST: list[tuple[tuple, Prepared]] = []
+
+
+def _key(spec: RunSpec) -> tuple:
+    return (spec.model_id, spec.task, spec.size, spec.seed, spec.batch_size, spec.seq_len, spec.registry,
+            spec.allow_remote_code, repr(sorted((spec.resolved or {}).items())))
+
+
+def prepare(spec: RunSpec, res: Any = None, *, reuse: bool = True) -> Prepared:
+    """Build the spec's tiny model (random weights) and its inputs. Raises UsageError,
+    MissingDependency or the model's own exception; the caller turns them into verdicts."""
+    from . import build
+    from .inputs import build_inputs
+
+    key = _key(spec)
+    if reuse and _LAST and _LAST[0][0] == key:
+        try:
+            return _copy(_LAST[0][1])
+        except Exception:  # noqa: BLE001 - a model that cannot be deep-copied is built afresh
+            _LAST.clear()
+            reuse = False
+    res = res if res is not None else resolve_spec(spec)
+    built = build.build_model(res, size=spec.size, task=spec.task, seed=spec.seed)
+    recipe = (res.entry.inputs if res.entry else None) or {}
+    inputs = build_inputs(built.model, built.config, built.modality, recipe,
+                          batch=spec.batch_size, seq_len=spec.seq_len, seed=spec.seed)
+    prepared = Prepared(model=built.model, config=built.config, inputs=inputs, model_type=res.model_type,
+                        class_name=built.class_name, modality=built.modality, recipe=recipe,
+                        changes=built.changes)
+    if not reuse:
+        return prepared
+    try:
+        copied = _copy(prepared)
+    except Exception:  # noqa: BLE001 - not deep-copyable: hand out the build itself, keep nothing
+        return prepared
+    _LAST[:] = [(key, prepared)]
+    return copied
+
+
+def _copy(p: Prepared) -> Prepared:
+    # The runner moves, casts and trains its model: never hand out the kept one.
+    model = copy.deepcopy(p.model)
+    return Prepared(model=model, config=getattr(model, "config", p.config), inputs=copy.deepcopy(p.inputs),
+                    model_type=p.model_type, class_name=p.class_name, modality=p.modality, recipe=p.recipe,
+                    changes=p.changes)
+
+
+def forget() -> None:
+    """Drop the kept build (e.g. before a worker is recycled or memory is tight)."""
+    _LAST.clear()

@@ -1,0 +1,75 @@
+"""Longest items first, so the slowest models do not start last and decide a sweep's wall time.
+
+Expected seconds per item come from earlier results of the same pass and device (a previous
+sweep's results.jsonl, or the checkpoint's own history): the same item, else the same model's
+other items, else the median. Without any history the plan's order is kept: replayed on the
+committed sweeps (benchmarks/schedule_sim.py), a modality heuristic and durations from another
+pass both ranked worse than the plan's hash order. A model's items stay next to each other
+(ordered by its longest item), which keeps the pool's same-architecture affinity.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from pathlib import Path
+from typing import Callable, Iterable, Mapping
+
+from ..results import RunSpec
+
+
+def item_key(spec: RunSpec) -> str:
+    return f"{spec.model_id}|{spec.task or 'default'}|{spec.mode}|{spec.scenario}"
+
+
+def load_durations(path: Path, *, pass_name: str | None = None, device: str | None = None) -> dict[str, float]:
+    """item key (model|task|mode|scenario) -> seconds, from a results.jsonl or a sweep directory holding
+    one, keeping only results of the same pass and device when given. Unreadable
+    lines are skipped (a torn checkpoint tail); the newest line for an item wins."""
+    from .checkpoint import RESULTS_FILE
+
+    path = Path(path)
+    if path.is_dir():
+        path = path / RESULTS_FILE
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such results file (pass a results.jsonl or a sweep directory)")
+    out: dict[str, float] = {}
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            try:
+                d = json.loads(line)
+                spec = RunSpec.from_dict(d["spec"])
+                secs = float(d["duration_s"])
+            except (ValueError, TypeError, KeyError):
+                continue
+            if (pass_name is None or spec.pass_name == pass_name) and (device is None or spec.device == device):
+                out[item_key(spec)] = secs
+    return out
+
+
+def estimator(history: Mapping[str, float]) -> Callable[[RunSpec], float]:
+    """Expected seconds of a spec: its own history, else its model's mean, else the median."""
+    by_model: dict[str, list[float]] = {}
+    for key, secs in history.items():
+        by_model.setdefault(key.split("|", 1)[0], []).append(secs)
+    median = statistics.median(history.values()) if history else 0.0
+
+    def expected(spec: RunSpec) -> float:
+        own = history.get(item_key(spec))
+        if own is not None:
+            return own
+        seen = by_model.get(spec.model_id)
+        return sum(seen) / len(seen) if seen else median
+
+    return expected
+
+
+def longest_first(specs: Iterable[RunSpec], expected: Callable[[RunSpec], float]) -> list[RunSpec]:
+    """Specs ordered by their model's longest expected item, then the model's items longest first."""
+    specs = list(specs)
+    secs = [expected(s) for s in specs]
+    model_max: dict[str, float] = {}
+    for s, t in zip(specs, secs):
+        model_max[s.model_id] = max(model_max.get(s.model_id, 0.0), t)
+    order = sorted(range(len(specs)), key=lambda i: (-model_max[specs[i].model_id], specs[i].model_id, -secs[i], i))
+    return [specs[i] for i in order]
