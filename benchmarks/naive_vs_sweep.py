@@ -33,7 +33,7 @@ GROUPS = ("full_graph", "graph_break", "other")
 def pick_models(first: int | None, listed: list[str], modes: tuple[str, ...]) -> list[str]:
     """The listed types, or the first N (sorted) that the sweep plans a base item for."""
     from enablebot.model.registry import Registry
-    from enablebot.sweep.engine.engine import SweepOptions, plan
+    from enablebot.sweep.engine import SweepOptions, plan
 
     reg = Registry.load()
     opts = SweepOptions(modes=modes, tasks=("base",))
@@ -161,8 +161,8 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         runs[name] = {"wall_s": round(wall, 2), "cpu_s": round(cpu, 2)}
 
-    from enablebot.sweep.engine.checkpoint import RESULTS_FILE, load_results
-    from enablebot.sweep.engine.engine import load_runs
+    from enablebot.sweep.checkpoint import RESULTS_FILE, load_results
+    from enablebot.sweep.engine import load_runs
 
     naive_rows = [json.loads(ln) for ln in (args.out / "naive.jsonl").read_text().splitlines() if ln.strip()]
     sweep_results = list(load_results(args.out / "sweep" / RESULTS_FILE).values())

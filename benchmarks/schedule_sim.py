@@ -1,7 +1,7 @@
 """What longest-first scheduling buys, replayed on the durations of a committed sweep.
 
 Replays a sweep's items on N workers (each free worker takes the next item, as the pool does)
-in the plan's hash order and in enablebot.sweep.engine.schedule's longest-first order, ranked by: the true
+in the plan's hash order and in enablebot.sweep.schedule's longest-first order, ranked by: the true
 durations (an oracle) or another result set (--estimates, e.g. another pass or machine). Prints each makespan against the lower bound
 max(total / N, longest item).
 
@@ -21,8 +21,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from enablebot.sweep.engine.checkpoint import RESULTS_FILE, load_results  # noqa: E402
-from enablebot.sweep.engine.schedule import estimator, item_key, load_durations, longest_first  # noqa: E402
+from enablebot.sweep.checkpoint import RESULTS_FILE, load_results  # noqa: E402
+from enablebot.sweep.schedule import estimator, item_key, load_durations, longest_first  # noqa: E402
 
 
 def makespan(durations: list[float], jobs: int) -> float:

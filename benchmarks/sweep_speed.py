@@ -33,13 +33,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from enablebot.sweep.engine.engine import load_runs  # noqa: E402 - after the path set-up above
+from enablebot.sweep.engine import load_runs  # noqa: E402 - after the path set-up above
 
 
 def report(out: Path, wall_s: float, planned: int):
     """Print the figures for one sweep directory; returns its SweepSummary."""
-    from enablebot.sweep.engine.checkpoint import RESULTS_FILE, load_results
-    from enablebot.sweep.engine.reports import summarize
+    from enablebot.sweep.checkpoint import RESULTS_FILE, load_results
+    from enablebot.sweep.reports import summarize
 
     results = list(load_results(out / RESULTS_FILE).values())
     n = len(results)
@@ -102,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def run_one(out: Path, sweep_args: list[str], env: dict[str, str]) -> tuple[int, float, float]:
     """One fresh sweep and its report: (return code, sweep wall seconds, compile-stage seconds)."""
-    from enablebot.sweep.engine.checkpoint import RESULTS_FILE
+    from enablebot.sweep.checkpoint import RESULTS_FILE
 
     if (out / RESULTS_FILE).exists():
         print(f"{out} holds a sweep already: a benchmark starts fresh (pass another --out)", file=sys.stderr)

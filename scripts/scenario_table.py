@@ -21,7 +21,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from enablebot.sweep.engine.checkpoint import RESULTS_FILE, load_results  # noqa: E402
+from enablebot.sweep.checkpoint import RESULTS_FILE, load_results  # noqa: E402
 from enablebot.results import RunResult  # noqa: E402
 
 

@@ -8,10 +8,10 @@ import torch
 from transformers import AutoConfig
 
 from enablebot.model.build import MissingDependency, build_model, check_requires, missing_package_from
-from enablebot.sweep.engine.reports import summarize
+from enablebot.sweep.reports import summarize
 from enablebot.results import RunResult, RunSpec
 from enablebot.measure.runner import run_spec
-from enablebot.sweep.engine.engine import SweepOptions, plan
+from enablebot.sweep.engine import SweepOptions, plan
 from enablebot.model.inputs import build_inputs, eval_dim, recipe_tensor
 from enablebot.model.loss import loss_from_outputs
 from enablebot.model.registry import ArchEntry, Registry

@@ -4,9 +4,9 @@ import json
 import subprocess
 import sys
 
-from enablebot.sweep.engine.baseline import baseline_from
-from enablebot.sweep.engine.checkpoint import Checkpoint
-from enablebot.sweep.engine.compare import compare_paths, compare_sets, load_set
+from enablebot.sweep.baseline import baseline_from
+from enablebot.sweep.checkpoint import Checkpoint
+from enablebot.sweep.compare import compare_paths, compare_sets, load_set
 from enablebot.results import CompileStats, ErrorInfo, GraphBreak, RunResult, RunSpec, Versions
 
 from conftest import ROOT

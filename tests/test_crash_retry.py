@@ -5,9 +5,9 @@ import os
 import signal
 from pathlib import Path
 
-from enablebot.sweep.engine.checkpoint import load_results
-from enablebot.sweep.engine.checkpoint import RESULTS_FILE
-from enablebot.sweep.engine.engine import SweepItem, SweepOptions, run_sweep
+from enablebot.sweep.checkpoint import load_results
+from enablebot.sweep.checkpoint import RESULTS_FILE
+from enablebot.sweep.engine import SweepItem, SweepOptions, run_sweep
 
 
 def _kill_workers(_spec) -> None:

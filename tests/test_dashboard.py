@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from enablebot.commands import pr as pr_commands
 from enablebot.fix.bundle import ClusterRef, FixBundle
-from enablebot.pr.publish.body import (
+from enablebot.pr.body import (
     DASHBOARD_META,
     PR_META,
     ArchRow,
@@ -219,7 +219,7 @@ def test_dashboard_missing_registry_is_a_usage_error(tmp_path, fake):
 
 def test_recipes_are_found_where_fix_writes_them(tmp_path):
     """`fix --out fixes` writes fixes/<model>/<cluster>/; the nightly passes `fixes`."""
-    from enablebot.pr.publish.dashboard import load_recipes
+    from enablebot.pr.dashboard import load_recipes
     from enablebot.fix.bundle import find_bundles
 
     write_recipe(tmp_path / "fixes" / "jetmoe" / "GB0124-recipe")

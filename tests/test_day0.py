@@ -5,9 +5,9 @@ import subprocess
 import sys
 
 from enablebot.model.catalog import known_architectures
-from enablebot.sweep.engine.day0 import first, missing_types, new_in_release, register_new_types
+from enablebot.sweep.day0 import first, missing_types, new_in_release, register_new_types
 from enablebot.model.registry import Registry
-from enablebot.sweep.engine.engine import SweepItem
+from enablebot.sweep.engine import SweepItem
 
 from conftest import ROOT, installed_versions
 

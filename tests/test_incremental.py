@@ -5,12 +5,12 @@ import shutil
 
 import pytest
 
-from enablebot.sweep.engine.checkpoint import RESULTS_FILE, load_results
-from enablebot.sweep.engine.incremental import (DECISIONS_FILE, KEYS_FILE, CacheKey, cache_key, decide, import_closure,
+from enablebot.sweep.checkpoint import RESULTS_FILE, load_results
+from enablebot.sweep.incremental import (DECISIONS_FILE, KEYS_FILE, CacheKey, cache_key, decide, import_closure,
                                    class_module_file, load_keys, transformers_root)
 from enablebot.model.registry import ArchEntry, Registry
 from enablebot.results import RunResult, RunSpec
-from enablebot.sweep.engine.engine import SweepOptions, plan, run_sweep
+from enablebot.sweep.engine import SweepOptions, plan, run_sweep
 
 from conftest import ROOT
 

@@ -61,7 +61,7 @@ def test_over_the_parameter_budget_is_a_clear_create_error(tmp_path, monkeypatch
 
 
 def test_the_sweep_goes_on_past_an_oversized_model(tmp_path, monkeypatch):
-    from enablebot.sweep.engine.engine import SweepItem, SweepOptions, run_sweep
+    from enablebot.sweep.engine import SweepItem, SweepOptions, run_sweep
 
     # A legit-looking special token just under the cap keeps a 1M-row vocab: 64M parameters.
     big = _config(tmp_path, eos_token_id=1_000_000, vocab_size=1_040_000)

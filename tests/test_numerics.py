@@ -62,7 +62,7 @@ def test_outputs_equal_is_bitwise():
 
 def test_eager_that_disagrees_with_itself_beyond_tolerance_is_inconclusive_never_pass():
     from enablebot.measure.render import numerics_text
-    from enablebot.sweep.engine.reports import accuracy
+    from enablebot.sweep.reports import accuracy
     from enablebot.results import Numerics, RunResult, RunSpec
 
     ref64, ref = _fp64_and_fp32()

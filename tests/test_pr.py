@@ -14,8 +14,8 @@ from enablebot.commands import pr as pr_commands
 from enablebot.fix.bundle import ClusterRef, FixBundle, Snapshot
 from enablebot.fix.custody import sha256_text
 from enablebot.fix.overlay import PatchApplyError
-from enablebot.pr.publish.publish import NotPrAble, branch_name, plan_pr
-from enablebot.pr.publish.body import PR_META, read_meta
+from enablebot.pr.publish import NotPrAble, branch_name, plan_pr
+from enablebot.pr.body import PR_META, read_meta
 from enablebot.testing.fake_github import FakeGitHub
 
 REPO = "acme/transformers"

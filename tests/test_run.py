@@ -106,7 +106,7 @@ def test_numerics_judge_fails_a_backend_that_perturbs_outputs():
 
 
 def test_a_model_whose_eager_disagrees_with_itself_gets_inconclusive_numerics(tmp_path):
-    from enablebot.sweep.engine.baseline import expected_from
+    from enablebot.sweep.baseline import expected_from
     from enablebot.measure.render import rich_summary
     from rich.console import Console
 

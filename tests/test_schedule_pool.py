@@ -10,7 +10,7 @@ import pytest
 from enablebot.execute.pool import WorkerPool
 from enablebot.model.registry import ArchEntry, Registry
 from enablebot.results import RunResult, RunSpec
-from enablebot.sweep.engine.schedule import estimator, item_key, load_durations, longest_first
+from enablebot.sweep.schedule import estimator, item_key, load_durations, longest_first
 
 from conftest import ROOT
 

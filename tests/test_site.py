@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from enablebot.sweep.engine.checkpoint import RESULTS_FILE
+from enablebot.sweep.checkpoint import RESULTS_FILE
 from enablebot.fix.bundle import ClusterRef, FixBundle, Snapshot
 from enablebot.results import RunResult
 from enablebot.site.build import SiteInputError, build, new_breaks, order_sets, load_inputs

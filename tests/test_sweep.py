@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from enablebot.sweep.engine.baseline import Baseline, baseline_from, compare
-from enablebot.sweep.engine.checkpoint import RESULTS_FILE, Checkpoint, load_results
+from enablebot.sweep.baseline import Baseline, baseline_from, compare
+from enablebot.sweep.checkpoint import RESULTS_FILE, Checkpoint, load_results
 from enablebot.model.registry import ArchEntry, Registry
-from enablebot.sweep.engine.engine import SweepOptions, load_runs, plan, run_sweep
+from enablebot.sweep.engine import SweepOptions, load_runs, plan, run_sweep
 
 from conftest import ROOT
 
@@ -179,7 +179,7 @@ def test_check_reports_improvements_and_fewer_breaks():
 
 
 def _results_dir(path, *results):
-    from enablebot.sweep.engine.checkpoint import write_results
+    from enablebot.sweep.checkpoint import write_results
 
     path.mkdir(parents=True, exist_ok=True)
     write_results(path / RESULTS_FILE, results)

@@ -4,9 +4,9 @@ import subprocess
 import sys
 
 from enablebot.measure import timing
-from enablebot.sweep.engine.reports import markdown, summarize, write_csv
+from enablebot.sweep.reports import markdown, summarize, write_csv
 from enablebot.results import RunResult, RunSpec, Timing
-from enablebot.sweep.engine.engine import mark_contention
+from enablebot.sweep.engine import mark_contention
 
 from conftest import ROOT
 

@@ -23,9 +23,9 @@ from enablebot.commands import watch as watch_cmd
 from enablebot.model.hub import HubClient, RetryPolicy
 from enablebot.model.registry import ArchEntry, Registry
 from enablebot.results import Numerics, RunResult, RunSpec, Timing, Versions
-from enablebot.watch.watcher.support import human_duration, record_status, time_to_support
+from enablebot.watch.support import human_duration, record_status, time_to_support
 from enablebot.testing.fake_hub import FakeHub, FakeRepo, Fault, hub_requests_allowed
-from enablebot.watch.watcher.watcher import Cursor, pending_runs, poll, run_pending, watch_once
+from enablebot.watch.watcher import Cursor, pending_runs, poll, run_pending, watch_once
 
 FIXTURES = Path(__file__).parent / "fixtures" / "hub"
 ROOT = Path(__file__).resolve().parent.parent
@@ -469,7 +469,7 @@ def test_time_to_support_and_to_fix_for_a_releases_new_types(tmp_path):
     """Types registered on day 0 of a release: the clock starts at the release date (or when the bot saw
     them), stops at the first supported run, and separately at the first verified fix bundle."""
     from enablebot.fix.bundle import ClusterRef, FixBundle
-    from enablebot.watch.watcher.support import first_fixes
+    from enablebot.watch.support import first_fixes
 
     reg = Registry(path=Path("unused.yaml"))
     t0 = datetime(2026, 11, 30, tzinfo=timezone.utc)
