@@ -85,7 +85,7 @@ def test_run_without_a_tty_prints_a_line_per_stage_and_json_to_stdout(tmp_path):
     data = json.loads(p.stdout)  # stdout is the JSON and nothing else
     assert data["verdict"] == "full_graph" and not (ROOT / "-").exists() and not (tmp_path / "-").exists()
     stages = [ln for ln in p.stderr.splitlines() if ln.startswith("[") and "] " in ln]
-    for stage in ("building the tiny model", "eager run", "explain: collecting graph breaks", "torch.compile(", "timing:"):
+    for stage in ("building the tiny model", "eager run", "torch.compile: tracing every step", "timing:"):
         assert any(stage in ln for ln in stages), p.stderr
     # the human summary went to stderr, with the break count and the noise verdict
     assert "graph breaks    0 at 0 sites (explain" in p.stderr and "noise" in p.stderr

@@ -5,9 +5,17 @@ import os
 import signal
 from pathlib import Path
 
+import pytest
+
 from enablebot.sweep.checkpoint import load_results
 from enablebot.sweep.checkpoint import RESULTS_FILE
 from enablebot.sweep.engine import SweepItem, SweepOptions, run_sweep
+
+
+@pytest.fixture(autouse=True)
+def spawned_workers(monkeypatch):
+    # Workers spawned by this process (not forked from the fork server), so they can be found and killed.
+    monkeypatch.setenv("ENABLEBOT_POOL_START", "spawn")
 
 
 def _kill_workers(_spec) -> None:

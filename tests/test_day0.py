@@ -48,7 +48,7 @@ def test_sweep_registers_and_runs_the_new_types_and_reports_them_apart(tmp_path)
     out = tmp_path / "day0"
     p = subprocess.run([sys.executable, "-m", "enablebot.cli", "sweep", "--registry", str(reg.path), "--out", str(out),
                         "--only-new-types", "--release-date", "2026-11-30", "--task", "main", "--mode", "eval",
-                        "--jobs", "1", "--timeout", "240", "--no-report"],
+                        "--scenario", "call", "--jobs", "1", "--timeout", "240", "--no-report"],
                        capture_output=True, text=True, cwd=ROOT, timeout=900)
     assert p.returncode == 0, p.stderr
     _, tf = installed_versions()

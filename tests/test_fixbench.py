@@ -11,7 +11,7 @@ import pytest
 
 from enablebot.fix import gates
 from enablebot.fix.overlay import build_overlay
-from enablebot.fix.patchguard import PatchPolicy, check_patch
+from enablebot.fix.patchguard import PatchPolicy, PatchRejected, check_patch
 from enablebot.testing.fake_openai import FakeOpenAI
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -44,9 +44,16 @@ def test_case_table_has_the_required_cases_with_provenance():
 
 
 @pytest.mark.parametrize("case", fixbench.load_cases()[1], ids=lambda c: c.id)
-def test_every_patch_passes_the_guard_and_applies_to_the_installed_files(case, tmp_path):
+def test_every_patch_applies_or_is_rejected_by_the_guard_with_a_reason(case, tmp_path):
+    """Real fixes pass the patch guard and apply to the installed files. A hack either does the
+    same (the verifier must catch it) or the guard already rejects it, saying why."""
     model_type = case.model.replace("-", "_")
-    checked = check_patch(case.diff(), PatchPolicy(model_type=model_type))
+    try:
+        checked = check_patch(case.diff(), PatchPolicy(model_type=model_type))
+    except PatchRejected as e:
+        assert case.group == "hack", f"the guard rejected a real fix: {e}"
+        assert str(e)
+        return
     overlay = build_overlay(checked.diff, tmp_path / "ov")
     assert overlay.files and overlay.canonical_diff
 

@@ -1,5 +1,5 @@
 """Memory guard: a config's huge special-token id does not grow the vocabulary, an oversized
-shrunk model is a create_error before anything is allocated, and the sweep goes on."""
+shrunk model is a memory_limit verdict before anything is allocated, and the sweep goes on."""
 
 import json
 
@@ -45,7 +45,7 @@ def test_a_legit_id_past_the_tiny_vocab_still_grows_it(tmp_path):
     assert MAX_TOKEN_ID > 50_000
 
 
-def test_over_the_parameter_budget_is_a_clear_create_error(tmp_path, monkeypatch):
+def test_over_the_parameter_budget_is_a_clear_memory_limit(tmp_path, monkeypatch):
     res = resolve("gpt2")
     b = build_model(res)
     n = sum(p.numel() for p in b.model.parameters())
@@ -56,7 +56,7 @@ def test_over_the_parameter_budget_is_a_clear_create_error(tmp_path, monkeypatch
     with pytest.raises(OverBudget, match="over the budget"):
         build_model(res)
     r = run_spec(RunSpec(model_id="gpt2", fast=True, numerics=False, timing=False))
-    assert r.verdict == "create_error" and "over the budget" in r.error.message
+    assert r.verdict == "memory_limit" and "over the budget" in r.error.message
     assert GPT2LMHeadModel  # imported: the class the count used
 
 
@@ -71,5 +71,5 @@ def test_the_sweep_goes_on_past_an_oversized_model(tmp_path, monkeypatch):
     assert stats.ran == 2
     lines = [json.loads(ln) for ln in (tmp_path / "sweep" / "results.jsonl").read_text().splitlines()]
     by = {ln["spec"]["model_id"]: ln for ln in lines}
-    assert by[big]["verdict"] == "create_error" and "over the budget" in by[big]["error"]["message"]
+    assert by[big]["verdict"] == "memory_limit" and "over the budget" in by[big]["error"]["message"]
     assert by["bert"]["verdict"] in ("full_graph", "graph_break")

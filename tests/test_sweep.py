@@ -50,7 +50,7 @@ FULL_SWEEP_LOG: dict = {}
 def test_sweep_without_a_tty_logs_each_item_counts_and_a_human_summary(full_sweep):
     err = FULL_SWEEP_LOG["stderr"]
     lines = err.splitlines()
-    items = [ln for ln in lines if ln.startswith("[") and "/head/eval: " in ln]
+    items = [ln for ln in lines if ln.startswith("[") and "/head/eval/call: " in ln]
     assert len(items) == len(MODELS) and items[0].startswith(f"[1/{len(MODELS)}] ")
     assert any(ln.startswith(f"progress: 2/{len(MODELS)} done (") and "ETA" in ln for ln in lines), err
     assert any(ln.startswith(f"progress: {len(MODELS)}/{len(MODELS)} done (") for ln in lines), err
@@ -78,11 +78,11 @@ def test_sweep_results_and_reports(full_sweep):
     for col in ("name", "graph_breaks", "unique_graph_breaks", "speedup", "compilation_latency"):
         assert col in header
     assert "<img src='data:image/png;base64," in (full_sweep / "report.html").read_text()
-    # Where the time goes: the Dynamo pass builds, runs eager and explains every model.
+    # Where the time goes: the Dynamo pass builds, runs eager and traces every model once.
     for r in results.values():
-        assert {"create", "eager", "explain"} <= set(r.stage_s) and r.stage_s["explain"] > 0
+        assert {"create", "eager", "trace"} <= set(r.stage_s) and r.stage_s["trace"] > 0
     summary = json.loads((full_sweep / "summary.json").read_text())
-    assert summary["stage_seconds"]["explain"] > 0
+    assert summary["stage_seconds"]["trace"] > 0
     assert "where the time goes" in (full_sweep / "report.md").read_text()
     runs = load_runs(full_sweep)
     assert runs[-1]["ran"] == len(MODELS) and runs[-1]["wall_s"] > 0 and runs[-1]["pass"] == "dynamo"
@@ -120,11 +120,11 @@ def test_resume_after_a_killed_sweep_loses_and_repeats_nothing(tmp_path):
     assert p.returncode == 0, p.stderr
     assert f"skipped {len(before)} already done" in " ".join(p.stderr.split())
     after = load_results(ckpt)
-    assert set(after) == {f"{m}|head|cpu|eval|float32" for m in MODELS}
+    assert set(after) == {f"{m}|head|cpu|eval|float32|call" for m in MODELS}
     for k, r in before.items():  # finished results were kept, not redone
         assert after[k].started_at == r.started_at
     lines = [json.loads(ln) for ln in ckpt.read_text().splitlines() if ln.startswith('{"spec": {') is False and ln.strip()]
-    keys = [f"{d['spec']['model_id']}|{d['spec']['task']}|cpu|eval|float32" for d in lines]
+    keys = [f"{d['spec']['model_id']}|{d['spec']['task']}|cpu|eval|float32|{d['spec']['scenario']}" for d in lines]
     assert len(keys) == len(set(keys)) == len(MODELS)
 
 
@@ -136,7 +136,7 @@ def test_a_crashing_and_a_hanging_worker_do_not_stop_the_sweep(tmp_path):
     reg.save(tmp_path / "reg.yaml")
     # The hang is caught by its own short timeout; llama gets all the time a loaded machine needs,
     # so the outcome does not depend on how fast llama builds.
-    opts = SweepOptions(modes=("eval",), tasks=("head",), timeout_s=600, timeouts={"bert": 8},
+    opts = SweepOptions(modes=("eval",), tasks=("head",), timeout_s=600, timeouts={"bert": 8}, scenarios=("call",),
                         registry=str(tmp_path / "reg.yaml"))
     items = plan(reg, opts, ["gpt2", "bert", "llama"])
     stats = run_sweep(items, opts, tmp_path / "out", jobs=2)
@@ -155,7 +155,7 @@ def test_check_passes_on_its_baseline_and_fails_on_a_planted_regression(full_swe
     assert p.returncode == 0, p.stdout + p.stderr
     base = Baseline.load(b)
     # planted: the baseline says jetmoe compiled to one graph; the real result breaks
-    key = "jetmoe|head|cpu|eval|float32"
+    key = "jetmoe|head|cpu|eval|float32|call"
     base.entries[key].verdict, base.entries[key].graph_breaks = "full_graph", 0
     base.save(b)
     p = cli("check", str(full_sweep), "--baseline", str(b))
@@ -200,24 +200,30 @@ def test_check_refuses_to_compare_across_passes_and_scenarios(tmp_path):
     b = tmp_path / "base.json"
     p = cli("check", str(_results_dir(tmp_path / "dyn", dynamo)), "--baseline", str(b), "--update")
     assert p.returncode == 0, p.stderr
-    assert Baseline.load(b).kind() == ("dynamo", "call")
+    assert Baseline.load(b).kind() == "dynamo" and Baseline.load(b).scenarios == ["call"]
     # Inductor results against the Dynamo baseline: exit 2, saying what was found (no false "improvement").
     p = cli("check", str(_results_dir(tmp_path / "ind", inductor)), "--baseline", str(b))
     err = " ".join(p.stderr.split())
-    assert p.returncode == 2 and "the inductor pass (call scenario)" in err and "is the dynamo pass" in err, err
+    assert p.returncode == 2 and "the inductor pass" in err and "is the dynamo pass" in err, err
     p = cli("check", str(_results_dir(tmp_path / "ind", inductor)), "--baseline", str(b), "--update")
-    assert p.returncode == 2 and Baseline.load(b).kind() == ("dynamo", "call")  # not overwritten
-    # The repo's CPU baseline predates the recorded pass: inferred as Dynamo (it has no numerics).
+    assert p.returncode == 2 and Baseline.load(b).kind() == "dynamo"  # not overwritten
+    # The repo's CPU baseline predates the recorded pass (inferred as Dynamo: it has no numerics)
+    # and predates scenarios (the minimal harness): refused either way, with what to do.
     p = cli("check", str(tmp_path / "ind"), "--baseline", str(ROOT / "baselines" / "cpu-torch-2.13.0.json"))
     assert p.returncode == 2 and "is the dynamo pass" in " ".join(p.stderr.split())
-    # A scenario differs: refused too; a directory mixing scenarios is refused on its own.
+    p = cli("check", str(tmp_path / "dyn"), "--baseline", str(ROOT / "baselines" / "cpu-torch-2.13.0.json"))
+    assert p.returncode == 2 and "predates scenarios" in " ".join(p.stderr.split())
+    # Scenarios may mix in one directory: each key carries its scenario, so items only ever meet
+    # their own scenario; a directory mixing passes is refused on its own.
     ib = tmp_path / "ind.json"
     assert cli("check", str(tmp_path / "ind"), "--baseline", str(ib), "--update").returncode == 0
-    p = cli("check", str(_results_dir(tmp_path / "dynamic", dynamic)), "--baseline", str(ib))
-    assert p.returncode == 2 and "(dynamic scenario)" in " ".join(p.stderr.split())
-    dynamic.spec.model_id = "gpt2"
-    p = cli("check", str(_results_dir(tmp_path / "mixed", inductor, dynamic)), "--baseline", str(ib))
-    assert p.returncode == 2 and "mix passes or scenarios" in " ".join(p.stderr.split())
+    dynamic.spec.scenario = "dynamic"
+    p = cli("check", str(_results_dir(tmp_path / "both", inductor, dynamic)), "--baseline", str(ib))
+    assert p.returncode == 0 and "New runs not in the baseline: 1" in p.stdout + p.stderr, p.stdout + p.stderr
+    other = RunResult.from_dict(dynamo.to_dict())
+    other.spec.model_id = "gpt2"
+    p = cli("check", str(_results_dir(tmp_path / "mixed", inductor, other)), "--baseline", str(ib))
+    assert p.returncode == 2 and "mix passes" in " ".join(p.stderr.split())
 
 
 def test_torn_checkpoint_line_is_ignored(tmp_path):
@@ -243,9 +249,9 @@ def test_registry_record_stores_each_architectures_status(full_sweep, tmp_path):
 
 def test_main_task_is_the_head_where_there_is_one_else_the_base():
     reg = Registry.load()
-    items = plan(reg, SweepOptions(modes=("eval",), tasks=("main",)), models=["llama", "bert", "aimv2"])
+    items = plan(reg, SweepOptions(modes=("eval",), tasks=("main",), scenarios=("call",)), models=["llama", "bert", "aimv2"])
     assert {(it.model_id, it.task) for it in items} == {("llama", "head"), ("bert", "head"), ("aimv2", "base")}
-    both = plan(reg, SweepOptions(modes=("eval",), tasks=("main", "head")), models=["llama"])
+    both = plan(reg, SweepOptions(modes=("eval",), tasks=("main", "head"), scenarios=("call",)), models=["llama"])
     assert [(it.model_id, it.task) for it in both] == [("llama", "head")]  # no duplicate item
 
 
@@ -261,10 +267,11 @@ def test_a_worker_gets_the_architecture_it_already_imported_next():
 
 
 def test_the_default_dynamo_pass_adds_a_decode_step_for_generative_heads_only():
-    items = plan(Registry.load_cached(None), SweepOptions(), models=["llama", "bert", "t5"])
+    items = plan(Registry.load_cached(None), SweepOptions(), models=["llama", "albert", "t5"])
     got = {(it.model_id, it.task, it.mode, it.scenario) for it in items}
     assert ("llama", "head", "eval", "decode") in got and ("t5", "head", "eval", "decode") in got
-    assert not {it for it in got if it[3] == "decode" and (it[0] == "bert" or it[2] == "train" or it[1] == "base")}
+    # albert's head is a masked LM: no generate(), no decode step
+    assert not {it for it in got if it[3] == "decode" and (it[0] == "albert" or it[2] == "train" or it[1] == "base")}
     assert ("llama", "base", "train", "call") in got
     only = plan(Registry.load_cached(None), SweepOptions(scenarios=("dynamic",), modes=("eval", "train")), ["bert"])
     assert {it.scenario for it in only} == {"dynamic"} and {it.mode for it in only} == {"eval"}

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Callable
 
 from ..results import ErrorInfo, RunResult, RunSpec, Versions
+from ..shipped import PACKAGE_DIR
 from .worker import PROGRESS_PREFIX
 
 LOG_TAIL_CHARS = 4000
@@ -56,7 +57,7 @@ def child_env(spec: RunSpec) -> dict[str, str]:
     env = dict(os.environ)
     env["PYTHONUNBUFFERED"] = "1"
     # The child must import this very enablebot (a source checkout need not be installed).
-    root = str(Path(__file__).resolve().parent.parent)
+    root = str(PACKAGE_DIR.parent)
     env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     if spec.trace_dir:
         env["TORCH_TRACE"] = str(Path(spec.trace_dir).resolve())
@@ -66,7 +67,7 @@ def child_env(spec: RunSpec) -> dict[str, str]:
 def child_command(cmd: list[str], spec: RunSpec, *, writable: list[Path], readable: list[Path] = (),
                   sandbox: bool | None = None) -> tuple[list[str], dict[str, str]]:
     """argv and env of a model child. A spec with an overlay (candidate code), or `sandbox=True`,
-    runs in the sandbox (enablebot.sandbox; raises SandboxUnavailable when there is none and no
+    runs in the sandbox (enablebot.execute.sandbox; raises SandboxUnavailable when there is none and no
     opt-out); every child gets the address-space / CPU rlimits of its device."""
     from .sandbox import Limits, sandboxed
 

@@ -2,7 +2,7 @@
 import its patched copies instead of the installed files.
 
 `fix.overlay.build_overlay` writes the overlay (the fix layer's half); the one child entry point
-(`enablebot.worker`) calls `install_overlay` first thing, before torch or transformers are
+(`enablebot.execute.worker`) calls `install_overlay` first thing, before torch or transformers are
 imported. The installed site-packages are never written.
 """
 

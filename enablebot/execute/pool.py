@@ -9,7 +9,7 @@ workers carry on. Workers are also recycled every `recycle_after` models so stat
 that leaks between models (caches, memory) stays bounded.
 
 Workers start from a fork server by default (`start_method="forkserver"`): one process
-imports torch, Dynamo, transformers and the runner once (`enablebot.preload`, which never
+imports torch, Dynamo, transformers and the runner once (`enablebot.execute.preload`, which never
 initialises CUDA) and every worker is forked from it, so a new or replacement worker costs
 milliseconds instead of seconds of imports. `start_method="spawn"` (or the environment
 variable ENABLEBOT_POOL_START=spawn) gives fresh interpreters. Workers never run candidate code: an overlay goes through the sandboxed

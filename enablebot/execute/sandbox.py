@@ -216,7 +216,9 @@ def sandboxed(cmd: Sequence[str], *, writable: Sequence[str | Path] = (), readab
 def _needed_under(home: str, env: Mapping[str, str]) -> list[str]:
     """Directories under `home` the child reads: the checkout, the interpreter's prefix, the
     import path and the Hub cache (not the token beside it). Outermost only, sorted."""
-    root = str(Path(__file__).resolve().parent.parent)
+    from ..shipped import PACKAGE_DIR
+
+    root = str(PACKAGE_DIR.parent)
     hub = env.get("HF_HUB_CACHE") or os.path.join(env.get("HF_HOME", os.path.join(home, ".cache", "huggingface")), "hub")
     cands = [os.getcwd(), root, sys.prefix, sys.base_prefix, os.path.dirname(os.path.realpath(sys.executable)), hub,
              *sys.path, *env.get("PYTHONPATH", "").split(os.pathsep)]

@@ -153,6 +153,7 @@ class Run:
     compiled: Any = None
     compiled_outs: list[Any] = field(default_factory=list)
     found_break: bool = False
+    several_graphs: bool = False  # a step captured more than one graph (with or without a break reason)
     model_files: frozenset[str] = frozenset()  # the model's own source files: where user frames are
 
     def steps_through(self, fn_model: Any, *, plan: Any = None) -> list[Any]:
@@ -245,6 +246,7 @@ def _trace(run: Run) -> None:
     result.ops_captured = sum(s.ops for s in result.steps if not s.name.startswith("marked:"))
     result.frames_skipped = result.stats.fallbacks_to_eager
     run.found_break = result.explain_breaks > 0
+    run.several_graphs = any(s.graphs > 1 for s in result.steps)
     if spec.pass_name == "inductor" and run.plan.steps:
         # Steady state: a second call of every step (guards hold, no recompiles expected).
         run.compiled_outs = run.steps_through(run.compiled)
@@ -282,7 +284,9 @@ def _trace_steps(run: Run, backend: str, recompiles: _RecompileLog, prefix: str,
                                                              model_files=run.model_files))
         graphs = len(explainer.graphs) - before[0]
         result.steps.append(StepStats(
-            name=name, graphs=graphs, graph_breaks=max(graphs - 1 - (recompiles.count - before[3]), len(explainer.break_reasons) - before[1]),
+            # Breaks are the reasons Dynamo gave; more graphs than that are separate frames (hooks,
+            # recompiles), which the fullgraph=True check then judges.
+            name=name, graphs=graphs, graph_breaks=len(explainer.break_reasons) - before[1],
             ops=explainer.op_count - before[2], recompiles=recompiles.count - before[3],
             recompile_reasons=recompiles.reasons[before[3]:], first_call_s=round(took, 3)))
     return explainer
@@ -290,14 +294,19 @@ def _trace_steps(run: Run, backend: str, recompiles: _RecompileLog, prefix: str,
 
 def _fullgraph(run: Run) -> None:
     """torch.compile(fullgraph=True) on the first breaking step: full_graph needs it to pass.
-    Skipped when the trace found no break (then fullgraph=True captures the same graphs)."""
+    Skipped when the trace captured one graph per step with no break (fullgraph=True captures the
+    same); run when a step captured several graphs without a break reason (hooks, separate frames),
+    which only fullgraph=True can judge; on a reported break only with `spec.fullgraph_check`."""
     import torch
 
     result = run.result
-    if not run.found_break:
+    if not (run.found_break or run.several_graphs):
         result.fullgraph_ok = True
         return
-    step = next((s for s, st in zip(run.plan.steps, result.steps) if st.graph_breaks), run.plan.steps[0])
+    if run.found_break and not run.spec.fullgraph_check:
+        return  # a break Dynamo reported is the verdict; the check only looks for disagreement (opt-in)
+    step = next((s for s, st in zip(run.plan.steps, result.steps) if st.graph_breaks or st.graphs > 1),
+                run.plan.steps[0])
     torch._dynamo.reset()
     try:
         run.call(torch.compile(run.model, fullgraph=True, backend="eager", dynamic=run.spec.dynamic or None),
@@ -306,7 +315,7 @@ def _fullgraph(run: Run) -> None:
     except Exception as e:  # noqa: BLE001 - the failure is the finding
         result.fullgraph_ok = False
         result.fullgraph_error = graph_breaks.from_exception(e, run.model_files)
-    result.explain_fullgraph_disagree = bool(result.fullgraph_ok)
+    result.explain_fullgraph_disagree = bool(result.fullgraph_ok) and run.found_break
 
 
 def _numerics(run: Run) -> None:
@@ -353,8 +362,7 @@ PLAN = Stage("plan", Verdict.EAGER_ERROR, _plan, progress="preparing the scenari
 EAGER = Stage("eager", Verdict.EAGER_ERROR, _eager, progress="eager run")
 REFERENCE = Stage("reference", Verdict.EAGER_ERROR, _reference, progress="second eager run and the fp64 reference")
 TRACE = Stage("trace", Verdict.COMPILE_ERROR, _trace, progress="torch.compile: tracing every step, collecting breaks")
-FULLGRAPH = Stage("fullgraph", Verdict.COMPILE_ERROR, _fullgraph,
-                  when=lambda spec: spec.fullgraph_check, progress="fullgraph=True capture check")
+FULLGRAPH = Stage("fullgraph", Verdict.COMPILE_ERROR, _fullgraph, progress="fullgraph=True capture check")
 NUMERICS = Stage("numerics", None, _numerics, when=lambda spec: spec.numerics,
                  progress="numerics against fp64")
 TIMING = Stage("timing", None, _timing, when=lambda spec: spec.timing,
@@ -379,6 +387,7 @@ def decide(run: Run) -> Verdict:
 
 # ---- the run --------------------------------------------------------------------------------
 def run_spec(spec: RunSpec, progress: Callable[[str], None] | None = None) -> RunResult:
+    from ..model.budget import OverBudget
     from ..model.build import MissingDependency
 
     say = progress or (lambda _msg: None)
@@ -405,7 +414,7 @@ def run_spec(spec: RunSpec, progress: Callable[[str], None] | None = None) -> Ru
     except MissingDependency as e:
         result.verdict, result.missing_dependency = Verdict.MISSING_DEPENDENCY, e.package
         result.error = error_info(stage.name, e)
-    except MemoryError as e:
+    except (MemoryError, OverBudget) as e:  # refused before building, or the address-space limit hit
         result.verdict, result.error = Verdict.MEMORY_LIMIT, error_info(stage.name, e)
     except Exception as e:  # noqa: BLE001 - every model failure is data
         cause = e.__cause__

@@ -8,14 +8,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import lru_cache
-from pathlib import Path
 from typing import Iterable
 
 import yaml
 
 from ..results import GraphBreak, RunResult, Serializable
+from ..shipped import package_data
 
-_RULES = Path(__file__).resolve().parent / "data" / "triage.yaml"
+_RULES = package_data("data", "triage.yaml")
 
 
 @lru_cache(maxsize=1)
