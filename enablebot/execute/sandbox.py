@@ -201,6 +201,10 @@ def sandboxed(cmd: Sequence[str], *, writable: Sequence[str | Path] = (), readab
         argv += ["--tmpfs", home]
         for keep in _needed_under(home, cenv):
             argv += ["--ro-bind", keep, keep]
+    # A checkout or venv that lives under /tmp (a CI clone) is hidden by the private /tmp: bind
+    # back read-only what the run needs from there.
+    for keep in _needed_under("/tmp", cenv):
+        argv += ["--ro-bind", keep, keep]
     for r in readable:
         p = str(Path(r).resolve())
         if os.path.exists(p):
