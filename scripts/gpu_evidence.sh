@@ -7,6 +7,9 @@
 #             the task head, else the base), eval, parallel isolated workers; resumable.
 #   cache:    the Inductor pass over sweeps/gpu-cache-sample.txt twice, side by side: first with an
 #             empty Inductor cache (cold), then the same models again (warm), into OUT/cache/{cold,warm}.
+#   nvs:      benchmarks/naive_vs_sweep.py on the first 100 base model types, eval + train, side by side.
+#   dynamo:   the Dynamo pass with the default scenarios (call; decode for generative heads) over
+#             everything, into OUT/cuda-dynamo-default; RESUME=DIR continues an earlier time-boxed run.
 set -u
 out=${1:?OUT_DIR}; part=${2:?archs|inductor|cache}; minutes=${3:-8}
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
@@ -28,5 +31,14 @@ case $part in
       --task main --jobs "${JOBS:-12}" --repeats 10 --timeout "${TIMEOUT:-90}" --no-report --max-minutes "$minutes" \
       --models-file sweeps/gpu-cache-sample.txt
     du -sh "$out/cache/inductor-cache"; rm -rf "$out/cache/inductor-cache" "$out"/cache/*/logs ;;
+  nvs)
+    $py benchmarks/naive_vs_sweep.py --first 100 --jobs "${JOBS:-14}" --timeout 120 --out "$out/naive-vs-sweep"
+    rm -rf "$out"/naive-vs-sweep/*/logs ;;
+  dynamo)
+    d="$out/cuda-dynamo-default"
+    if [ -n "${RESUME:-}" ]; then mkdir -p "$d" && cp -r "$RESUME"/. "$d"/; fi
+    $py -m enablebot.cli sweep --pass dynamo --device cuda --jobs "${JOBS:-15}" --timeout 120 \
+      --max-minutes "$minutes" --durations-from results/gpu/cuda-dynamo-scenarios --out "$d"
+    rm -rf "$d/logs" ;;
   *) echo "unknown part $part" >&2; exit 2 ;;
 esac
