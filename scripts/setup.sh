@@ -22,10 +22,13 @@ fi
 torch_version=${ENABLEBOT_TORCH:-2.13.0}
 .venv/bin/pip install -q --disable-pip-version-check "torch==$torch_version"
 .venv/bin/pip install -q --disable-pip-version-check -r requirements-ci.txt -e '.[dev]' "torch==$torch_version"
+# transformers: the pin in requirements-transformers.txt (or ENABLEBOT_TRANSFORMERS), --no-deps:
+# 5.25 declares kernels>=0.19.1, which the package registry lacks; its other requirements are
+# 5.24's, installed above.
 if [ -n "${ENABLEBOT_TRANSFORMERS:-}" ]; then
-  # transformers 5.25 declares kernels>=0.19.1, which the package registry lacks; its other
-  # requirements are 5.24's, installed above. --no-deps installs it without that one.
   .venv/bin/pip install -q --disable-pip-version-check --no-deps "transformers==$ENABLEBOT_TRANSFORMERS"
+else
+  .venv/bin/pip install -q --disable-pip-version-check --no-deps -r requirements-transformers.txt
 fi
 # The browser test (tests/test_site.py) drives headless Chromium: Debian's chromium and its driver.
 if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then
