@@ -2,11 +2,16 @@
 
 For each result set (a sweep directory) it lists, per device and torch/transformers version:
   only in decode      the decode scenario breaks (prefill or decode step) while `call` does not;
+  only with padding  `call` breaks while `call_unpadded` (the same call, every row at full
+                      length) compiles to one graph;
+  only with the cache  `call` breaks while `call_nocache` (use_cache=False passed) does not;
   only in the user call  with --minimal: the model compiled to one graph under the old minimal
                       harness (use_cache=False, no padding) and breaks in `call` (cache at its
                       default, padded batch): the breaks the minimal call hid.
+The two diagnostic scenarios run only where asked (`sweep --scenario call_unpadded ...`); a
+column stays "not run" for a result set without them.
 
-    python scripts/scenario_table.py results/gpu/cuda-dynamo-scenarios \\
+    python scripts/scenario_table.py results/gpu/cuda-dynamo-default \\
         --minimal results/gpu/cuda-inductor-tiny [--json out.json]
 """
 
@@ -38,17 +43,36 @@ def _breaks(r: RunResult) -> str:
     return ", ".join(ids[:3])
 
 
-def only_in_decode(results: list[RunResult]) -> dict[str, list[str]]:
-    by = defaultdict(dict)
+def _by_item(results: list[RunResult]) -> dict[tuple, dict[str, RunResult]]:
+    by: dict[tuple, dict[str, RunResult]] = defaultdict(dict)
     for r in results:
         if r.spec.mode == "eval":
             by[(r.spec.model_id, r.spec.task)][r.spec.scenario] = r
+    return by
+
+
+def only_in_decode(results: list[RunResult]) -> dict[str, list[str]]:
+    by = _by_item(results)
     out: dict[str, list[str]] = defaultdict(list)
     for (model, _task), sc in sorted(by.items()):
         call, dec = sc.get("call"), sc.get("decode")
         if call and dec and call.verdict == "full_graph" and dec.verdict == "graph_break":
             steps = sorted({b.step or "?" for b in dec.graph_breaks})
             out[_label(dec)].append(f"{model} ({_breaks(dec)} in {'/'.join(steps)})")
+    return out
+
+
+def only_without(results: list[RunResult], diagnostic: str) -> dict[str, list[str]] | None:
+    """`call` breaks, and the diagnostic variant (one thing changed) compiles to one graph.
+    None when no result of that diagnostic scenario is in the set."""
+    by = _by_item(results)
+    if not any(diagnostic in sc for sc in by.values()):
+        return None
+    out: dict[str, list[str]] = defaultdict(list)
+    for (model, _task), sc in sorted(by.items()):
+        call, diag = sc.get("call"), sc.get(diagnostic)
+        if call and diag and call.verdict == "graph_break" and diag.verdict == "full_graph":
+            out[_label(call)].append(f"{model} ({_breaks(call)})")
     return out
 
 
@@ -74,14 +98,25 @@ def main(argv: list[str] | None = None) -> int:
     # A later result set replaces an earlier one's result for the same item (a re-run).
     sets = list({r.key: r for d in args.results for r in _load(d)}.values())
     minimal = [r for d in args.minimal for r in _load(d)]
-    table = {"only_in_decode": only_in_decode(sets), "only_in_user_call": only_in_user_call(sets, minimal)}
-    print("| device · versions | breaks only in `decode` | breaks only in the user call (cache on, padded) |")
-    print("|---|---|---|")
-    for label in sorted(set(table["only_in_decode"]) | set(table["only_in_user_call"])):
-        dec = table["only_in_decode"].get(label, [])
-        call = table["only_in_user_call"].get(label, [])
-        cell = lambda xs: f"{len(xs)}: " + "; ".join(xs[:12]) + (" …" if len(xs) > 12 else "") if xs else "0"
-        print(f"| {label} | {cell(dec)} | {cell(call) if args.minimal else 'n/a'} |")
+    table = {"only_in_decode": only_in_decode(sets),
+             "only_with_padding": only_without(sets, "call_unpadded"),
+             "only_with_cache": only_without(sets, "call_nocache"),
+             "only_in_user_call": only_in_user_call(sets, minimal) if minimal else None}
+    columns = (("only_in_decode", "breaks only in `decode`"), ("only_with_padding", "only with padding"),
+               ("only_with_cache", "only with the cache on"),
+               ("only_in_user_call", "only in the user call (vs the minimal harness)"))
+    print("| device · versions | " + " | ".join(h for _, h in columns) + " |")
+    print("|---" * (len(columns) + 1) + "|")
+    labels = {lab for col in table.values() if col for lab in col} | {_label(r) for r in sets if r.spec.scenario == "call"}
+
+    def cell(col: dict | None, label: str) -> str:
+        if col is None:
+            return "not run"
+        xs = col.get(label, [])
+        return f"{len(xs)}: " + "; ".join(xs[:12]) + (" …" if len(xs) > 12 else "") if xs else "0"
+
+    for label in sorted(labels):
+        print(f"| {label} | " + " | ".join(cell(table[k], label) for k, _ in columns) + " |")
     if args.json:
         args.json.write_text(json.dumps(table, indent=1), encoding="utf-8")
     return 0

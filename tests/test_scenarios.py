@@ -121,6 +121,23 @@ def test_text_call_gets_a_padded_batch(registry):
         b.model(**inp)
 
 
+def test_diagnostic_call_variants_change_one_thing_each(registry):
+    """call_unpadded keeps the cache default and drops the padding; call_nocache keeps the padding
+    and turns the cache off as a user does: between them a call-only break is attributed."""
+    b, x, _ = built("t5", registry)
+    call = scenarios.plan("call", b.model, b.config, x, b.modality, "eval").steps[0].make_inputs()
+    unpadded = scenarios.plan("call_unpadded", b.model, b.config, x, b.modality, "eval")
+    nocache = scenarios.plan("call_nocache", b.model, b.config, x, b.modality, "eval")
+    u, n = unpadded.steps[0].make_inputs(), nocache.steps[0].make_inputs()
+    assert bool((u["attention_mask"] == 1).all()) and not unpadded.padding.lengths
+    assert torch.equal(n["attention_mask"], call["attention_mask"]) and n["use_cache"] is False
+    (_, out_u), = run_steps(b.model, unpadded)
+    (_, out_n), = run_steps(b.model, nocache)
+    assert scenarios.output_cache(out_u) is not None and scenarios.output_cache(out_n) is None
+    # in train, every scenario but call is skipped, the diagnostics included
+    assert scenarios.plan("call_nocache", b.model, b.config, x, b.modality, "train").skip_reason
+
+
 def test_decoder_only_pads_on_the_left(registry):
     b, x, _ = built("llama", registry)
     p = scenarios.plan("call", b.model, b.config, x, b.modality, "eval")

@@ -18,7 +18,7 @@ from enablebot.results import RunResult
 from enablebot.site.build import SiteInputError, build, new_breaks, order_sets, load_inputs
 from enablebot.site.links import gb_url, release_ref, source_url
 
-from conftest import ROOT
+from conftest import MINIMAL_BASELINE, ROOT
 
 MODELS = ("jetmoe", "wav2vec2-bert", "llama", "gpt2", "t5", "bert")
 GB0033 = "https://meta-pytorch.github.io/compile-graph-break-site/gb/gb0033.html"
@@ -113,11 +113,11 @@ def test_bad_inputs_are_refused_with_exit_2(tmp_path):
     assert p.returncode == 2 and "not a baseline file" in p.stderr
     assert not (tmp_path / "o" / "index.html").exists()
     with pytest.raises(SiteInputError, match="fixes directory"):
-        build([ROOT / "baselines" / "cpu-torch-2.13.0.json"], fixes=tmp_path / "nope")
+        build([MINIMAL_BASELINE], fixes=tmp_path / "nope")
 
 
 def test_a_baseline_that_repeats_a_given_sweep_is_shown_once():
-    data = build([ROOT / "results" / "gpu" / "cuda-inductor-tiny", ROOT / "baselines" / "cuda-torch-2.11.0.json"])
+    data = build([ROOT / "results" / "gpu" / "cuda-inductor-tiny", ROOT / "baselines" / "cuda-inductor-torch-2.11.0.json"])
     assert [s.label for s in data.sets] == ["cuda-inductor-tiny"] and "shown once" in data.notes[0]
 
 

@@ -17,7 +17,7 @@ from enablebot.sweep.checkpoint import RESULTS_FILE, Checkpoint, load_results
 from enablebot.model.registry import ArchEntry, Registry
 from enablebot.sweep.engine import SweepOptions, load_runs, plan, run_sweep
 
-from conftest import ROOT
+from conftest import MINIMAL_BASELINE, ROOT
 
 MODELS = ["gpt2", "jetmoe", "llama", "mistral"]  # shard 1/2 gets three, 2/2 one
 
@@ -209,9 +209,9 @@ def test_check_refuses_to_compare_across_passes_and_scenarios(tmp_path):
     assert p.returncode == 2 and Baseline.load(b).kind() == "dynamo"  # not overwritten
     # The repo's CPU baseline predates the recorded pass (inferred as Dynamo: it has no numerics)
     # and predates scenarios (the minimal harness): refused either way, with what to do.
-    p = cli("check", str(tmp_path / "ind"), "--baseline", str(ROOT / "baselines" / "cpu-torch-2.13.0.json"))
+    p = cli("check", str(tmp_path / "ind"), "--baseline", str(MINIMAL_BASELINE))
     assert p.returncode == 2 and "is the dynamo pass" in " ".join(p.stderr.split())
-    p = cli("check", str(tmp_path / "dyn"), "--baseline", str(ROOT / "baselines" / "cpu-torch-2.13.0.json"))
+    p = cli("check", str(tmp_path / "dyn"), "--baseline", str(MINIMAL_BASELINE))
     assert p.returncode == 2 and "predates scenarios" in " ".join(p.stderr.split())
     # Scenarios may mix in one directory: each key carries its scenario, so items only ever meet
     # their own scenario; a directory mixing passes is refused on its own.

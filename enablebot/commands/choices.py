@@ -48,6 +48,8 @@ class Scenario(str, Enum):
     call = "call"
     decode = "decode"
     dynamic = "dynamic"
+    call_unpadded = "call_unpadded"  # diagnostic: call without padding
+    call_nocache = "call_nocache"    # diagnostic: call with use_cache=False
 
 
 class Pass(str, Enum):

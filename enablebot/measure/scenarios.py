@@ -9,6 +9,12 @@
   dynamic  two batch/sequence shapes through one compiled model; `mark_dynamic` names the
            dims that differ, `recompile_reasons()` captures Dynamo's recompile log.
 
+Two diagnostic variants of `call` change one thing each, so a break that `call` shows and the
+old minimal harness (cache off, no padding) hid can be attributed (scripts/scenario_table.py):
+  call_unpadded  `call` without padding (every row full length; the cache at its default);
+  call_nocache   `call` with `use_cache=False` passed, as a user turns the cache off.
+They are never defaults: they answer "which of the two made it break".
+
 `plan()` returns the steps; each `Step.make_inputs()` returns fresh inputs (a forward
 mutates a cache in place, so every call gets its own deep copy). Preparing `decode` runs
 the prefill once eagerly to get the cache: a failure there raises `ScenarioError` for
@@ -27,7 +33,7 @@ from typing import Any, Callable, Iterator
 
 from ..model.padding import Padding, forward_params, pad_batch
 
-SCENARIOS = ("call", "decode", "dynamic")
+SCENARIOS = ("call", "decode", "dynamic", "call_unpadded", "call_nocache")
 DEFAULT_SCENARIOS = ("call", "decode")  # what a default Dynamo pass covers
 
 # Inputs generate() feeds only to the prefill (transformers' MULTIMODAL_INPUTS_TO_DROP_OUTSIDE_PREFILL
@@ -84,6 +90,11 @@ def plan(name: str, model: Any, config: Any, inputs: dict, modality: str, mode: 
         return ScenarioPlan(name, skip_reason="train runs only the call scenario (forward + backward)")
     if name == "call":
         return plan_call(model, config, inputs)
+    if name == "call_unpadded":
+        return ScenarioPlan(name, steps=[Step("call", fresh(inputs))],
+                            padding=Padding(reason="call_unpadded: every row at full length"))
+    if name == "call_nocache":
+        return plan_call_nocache(model, config, inputs)
     if name == "decode":
         return plan_decode(model, config, inputs)
     return plan_dynamic(model, config, inputs, modality, recipe)
@@ -95,6 +106,13 @@ def plan(name: str, model: Any, config: Any, inputs: dict, modality: str, mode: 
 def plan_call(model: Any, config: Any, inputs: dict) -> ScenarioPlan:
     padded, info = pad_batch(model, config, inputs)
     return ScenarioPlan("call", steps=[Step("call", fresh(padded))], padding=info)
+
+
+def plan_call_nocache(model: Any, config: Any, inputs: dict) -> ScenarioPlan:
+    if "use_cache" not in forward_params(model):
+        return ScenarioPlan("call_nocache", skip_reason=f"{type(model).__name__}.forward takes no use_cache")
+    padded, info = pad_batch(model, config, inputs)
+    return ScenarioPlan("call_nocache", steps=[Step("call", fresh({**padded, "use_cache": False}))], padding=info)
 
 
 # ---- decode ----------------------------------------------------------------------------

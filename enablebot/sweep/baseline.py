@@ -63,8 +63,9 @@ class Baseline(Serializable):
 
 
 def baseline_name(r: RunResult) -> str:
-    """One baseline per device and torch version: cpu-torch-2.13.0.json."""
-    return f"{r.spec.device}-torch-{r.versions.torch.split('+')[0]}.json"
+    """One baseline per device, pass and torch version: cpu-dynamo-torch-2.13.0.json (the nightly
+    checks the Dynamo pass on CPU and the Inductor pass on CUDA; each meets its own baseline)."""
+    return f"{r.spec.device}-{r.spec.pass_name}-torch-{r.versions.torch.split('+')[0]}.json"
 
 
 def expected_from(r: RunResult) -> Expected:
