@@ -43,26 +43,22 @@ def register(app: typer.Typer) -> None:
         from ..execute.isolation import run_in_child
         from ..model.registry import Registry, RegistryError
         from ..measure.render import out_console, rich_summary
-        from ..model.resolve import UsageError, resolve
         from ..results import RunSpec
 
         err = Console(stderr=True, soft_wrap=True)
         dev = require_device(device)
         try:
             reg = Registry.load(registry)
-            res = resolve(model_id, reg, allow_remote_code=allow_remote_code)
-        except (UsageError, RegistryError) as e:
+        except RegistryError as e:
             err.print(f"[red]error:[/red] {e}")
             raise typer.Exit(2)
-        except Exception as e:  # noqa: BLE001 - Hub errors: clear message, not a traceback
-            err.print(f"[red]error:[/red] {type(e).__name__}: {e}")
-            raise typer.Exit(2 if "Hub" in type(e).__name__ else 1)
-
+        # The child resolves the id (its first stage): this process never imports torch or
+        # transformers, which would cost a second import of both (harness overhead).
         spec = RunSpec(model_id=model_id, device=dev, mode=mode.value, dtype=dtype.value, backend=backend,
                        dynamic=dynamic, size=size.value, batch_size=batch_size, seq_len=seq_len, repeats=repeats, warmup=warmup,
                        task=task, timeout_s=timeout, trace_dir=str(trace) if trace else None,
                        registry=str(reg.path), allow_remote_code=allow_remote_code, scenario=scenario.value,
-                       pass_name=pass_.value, resolved=res.to_dict())  # the child does not resolve (or fetch) the id again
+                       pass_name=pass_.value)
         from ..progress import stages
 
         with stages(err, model_id) as progress:
@@ -72,6 +68,10 @@ def register(app: typer.Typer) -> None:
                 result = run_spec(spec, progress=progress)
             else:
                 result = run_in_child(spec, progress=progress)
+        if result.error and result.error.stage == "resolve":
+            # Bad input (unknown id, malformed config, remote code refused, Hub errors): no run happened.
+            err.print(f"[red]error:[/red] {result.error.message}")
+            raise typer.Exit(2)
         from ..outputs import to_stdout, write_json
 
         out_console(stderr=to_stdout(json_path)).print(rich_summary(result))

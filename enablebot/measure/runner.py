@@ -141,6 +141,7 @@ class Run:
     spec: RunSpec
     result: RunResult
     say: Callable[[str], None]
+    resolved: Any = None  # model.resolve.Resolved
     prepared: Any = None
     model: Any = None
     plan: Any = None  # scenarios.ScenarioPlan
@@ -163,11 +164,19 @@ class Run:
 
 
 # ---- stages ---------------------------------------------------------------------------------
+def _resolve(run: Run) -> None:
+    """The id -> registry entry, config source, classes. Its own stage: a failure here is bad
+    input (an unknown id, a malformed config, remote code refused), which `run` exits 2 on."""
+    from ..model.prepare import resolve_spec
+
+    run.resolved = resolve_spec(run.spec)
+
+
 def _prepare(run: Run) -> None:
     from ..model.prepare import prepare
 
     spec, result = run.spec, run.result
-    prepared = prepare(spec)
+    prepared = prepare(spec, run.resolved)
     run.prepared = prepared
     result.model_type, result.model_class, result.modality = (prepared.model_type, prepared.class_name,
                                                               prepared.modality)
@@ -357,6 +366,7 @@ class Stage:
     progress: str = ""
 
 
+RESOLVE = Stage("resolve", Verdict.CREATE_ERROR, _resolve, progress="resolving the model id")
 PREPARE = Stage("create", Verdict.CREATE_ERROR, _prepare, progress="building the tiny model")
 PLAN = Stage("plan", Verdict.EAGER_ERROR, _plan, progress="preparing the scenario's steps")
 EAGER = Stage("eager", Verdict.EAGER_ERROR, _eager, progress="eager run")
@@ -369,9 +379,9 @@ TIMING = Stage("timing", None, _timing, when=lambda spec: spec.timing,
                progress="timing: warm-up + interleaved repeats")
 
 PIPELINES: dict[str, tuple[Stage, ...]] = {
-    "build": (PREPARE, PLAN, EAGER),
-    "dynamo": (PREPARE, PLAN, EAGER, TRACE, FULLGRAPH),
-    "inductor": (PREPARE, PLAN, EAGER, REFERENCE, TRACE, FULLGRAPH, NUMERICS, TIMING),
+    "build": (RESOLVE, PREPARE, PLAN, EAGER),
+    "dynamo": (RESOLVE, PREPARE, PLAN, EAGER, TRACE, FULLGRAPH),
+    "inductor": (RESOLVE, PREPARE, PLAN, EAGER, REFERENCE, TRACE, FULLGRAPH, NUMERICS, TIMING),
 }
 
 
@@ -396,7 +406,7 @@ def run_spec(spec: RunSpec, progress: Callable[[str], None] | None = None) -> Ru
                        started_at=_dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat())
     result.versions = versions.current(spec.device)
     run = Run(spec=spec, result=result, say=say)
-    stage = PREPARE
+    stage = RESOLVE
     try:
         apply_dynamo_config(spec.dynamo_config)
         for stage in PIPELINES[spec.pass_name]:

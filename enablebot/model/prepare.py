@@ -1,9 +1,9 @@
 """One way from a RunSpec to a tiny model and its inputs: resolve -> config -> shrink -> build
 -> inputs. Used by the runner, the held-out reference and the build pass of a sweep.
 
-The id is resolved once per process: the CLI resolves it (to validate it) and passes the
-resolution to the child inside the spec (`RunSpec.resolved`), so the child does not resolve
-a Hub id a second time. Within a sweep worker the pristine built model is kept for the next
+The id is resolved once: by the runner's first stage (`resolve`), or by a caller that already
+resolved it and passes the resolution in the spec (`RunSpec.resolved`: fix and the held-out
+children), so a Hub id is not resolved a second time. Within a sweep worker the pristine built model is kept for the next
 spec of the same architecture (the other mode, the other scenarios): building is a deep copy
 instead of a fresh build.
 """
