@@ -84,7 +84,7 @@ def only_in_user_call(results: list[RunResult], minimal: list[RunResult]) -> dic
             continue
         o = old.get((r.spec.model_id, r.spec.task, r.spec.mode))
         if o and o.verdict == "full_graph" and r.verdict == "graph_break" and o.versions.torch == r.versions.torch:
-            out[_label(r)].append(f"{r.spec.model_id}/{r.spec.mode} ({_breaks(r)})")
+            out[_label(r)].append(f"{r.spec.model_id}/{r.spec.task}/{r.spec.mode} ({_breaks(r)})")
     return out
 
 
