@@ -514,7 +514,7 @@ def _anyres_tiles(ctx: Ctx) -> int:
             return pinpoints[0]
     h, w = _image_hw(ctx.config)
     bh, bw = select_best_resolution((h, w), [tuple(p) for p in pins])
-    return max(bh // h, 1) * max(bw // w, 1)
+    return -(-bh // h) * -(-bw // w)  # tiles cover the resized image (ceil), as image_size_to_num_patches counts
 
 
 def _anyres(ctx: Ctx, plain: Any) -> Any:
