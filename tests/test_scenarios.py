@@ -180,6 +180,77 @@ def test_vlm_runs_its_vision_tower(registry):
     assert rep2.not_run == ["model.visual"] and rep2.missing_kinds == ["vision"]
 
 
+# Image/audio inputs whose layout the generic rules derive (anyres tiles from the scaled
+# pinpoints) or registry recipes give (gemma3's pooled tokens and token types, mllama's tiles and
+# cross-attention mask, qwen2_audio's features and expanded placeholders): the tower that must run.
+TOWER_RUNS = {
+    "gemma3": "model.vision_tower",
+    "llava_next": "model.vision_tower",
+    "llava_onevision": "model.vision_tower",
+    "qwen3_vl": "model.visual",
+    "mllama": "model.vision_model",
+    "qwen2_audio": "model.audio_tower",
+}
+
+
+@pytest.mark.parametrize("model_type", sorted(TOWER_RUNS))
+def test_multimodal_call_runs_every_tower(model_type, registry):
+    from enablebot.model.inputs import special_ids
+
+    b, x, _ = built(model_type, registry)
+    p = scenarios.plan("call", b.model, b.config, x, b.modality, "eval")
+    inp = p.steps[0].make_inputs()
+    assert p.padding.side == "left" and len(set(p.padding.lengths)) > 1  # a padded batch, as a user's
+    b.model.eval()
+    with count_towers(b.model, b.config) as rep, torch.no_grad():
+        b.model(**inp)
+    if "feature_attention_mask" in inp:  # one placeholder per frame of full-length audio: not padded
+        assert bool((inp["feature_attention_mask"] == 1).all()) and p.padding.key == "attention_mask"
+    tower = TOWER_RUNS[model_type]
+    assert rep.active[tower] and rep.not_run == [] and rep.missing_kinds == []
+    # hostile: the same ids with placeholders made ordinary, no image/audio: the tower does not run
+    ids = inp["input_ids"].clone()
+    for t in special_ids(b.config):
+        ids[ids == t] = 5
+    with count_towers(b.model, b.config) as rep2, torch.no_grad():
+        b.model(input_ids=ids, attention_mask=inp["attention_mask"])
+    assert tower in rep2.not_run and rep2.missing_kinds
+
+
+def test_anyres_images_are_tiled_by_the_shrunk_pinpoints(registry):
+    """LLaVA-NeXT pinpoints are pixels of the vision tower's image: they shrink with it, and the
+    image comes as its resized whole plus the tiles of the best pinpoint, as the processor cuts it."""
+    b, x, _ = built("llava_next", registry)
+    size = b.config.vision_config.image_size
+    assert [28, 56] in b.config.image_grid_pinpoints and size == 28  # 336 -> 28: [336, 672] -> [28, 56]
+    assert all(h % size == 0 and w % size == 0 for h, w in b.config.image_grid_pinpoints)
+    assert x["pixel_values"].shape == (2, 1 + 2, 3, size, size)  # a 28x28 image fits [28, 56]: 1x2 tiles
+    assert x["image_sizes"].tolist() == [[size, size]] * 2
+
+
+def test_mllama_decode_grows_the_cross_attention_mask(registry):
+    b, x, _ = built("mllama", registry)
+    assert int((x["input_ids"] == b.config.image_token_id).sum()) == 2  # one <|image|> per sample
+    p = scenarios.plan("decode", b.model, b.config, x, b.modality, "eval")
+    prefill, decode = (s.make_inputs() for s in p.steps)
+    xm = prefill["cross_attention_mask"]
+    assert decode["cross_attention_mask"].shape[1] == xm.shape[1] + 1  # as generate() grows it
+    assert torch.equal(decode["cross_attention_mask"][:, -1], xm[:, -1])
+    assert "pixel_values" not in decode  # the cross-attention cache holds the image
+    run_steps(b.model, p)
+
+
+def test_recipe_tokens_that_do_not_fit_say_what_to_do(registry):
+    res = resolve("qwen2_audio", registry)
+    b, _, recipe = built("qwen2_audio", registry)
+    short = {**recipe, "seq_len": 16}
+    with pytest.raises(ValueError, match="raise the recipe's seq_len"):
+        build_inputs(b.model, b.config, b.modality, short)
+    with pytest.raises(ValueError, match="no token id 'nope_token_id'"):
+        build_inputs(b.model, b.config, b.modality, {**recipe, "tokens": {"nope_token_id": 1}})
+    assert res.entry.inputs["tokens"]
+
+
 def test_hybrid_cache_error_is_per_scenario(registry):
     """granitemoehybrid (tiny: only linear-attention layers) raises in eager once the cache is
     on. The decode scenario fails alone while it is planned; the other scenarios still plan,

@@ -261,6 +261,9 @@ def _decode_inputs(model: Any, config: Any, prefill: dict, out: Any, cache: Any,
     tt = prefill.get("token_type_ids")
     if torch.is_tensor(tt) and tt.dim() == 2:
         step["token_type_ids"] = tt[:, -1:].clone()
+    xm = prefill.get("cross_attention_mask")  # (batch, seq, images, tiles): grown by the last row, as generate() does
+    if torch.is_tensor(xm) and xm.dim() >= 3:
+        step["cross_attention_mask"] = torch.cat([xm, xm[:, -1:]], dim=1)
     mm = prefill.get("mm_token_type_ids")
     if torch.is_tensor(mm) and mm.dim() == 2:
         step["mm_token_type_ids"] = mm.new_zeros(mm.shape[0], 1)

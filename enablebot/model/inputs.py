@@ -18,6 +18,7 @@ A registry entry's `inputs` recipe adds or replaces tensors as data:
         input_features: {rule: input_features, transpose: [1, 2]}  # ... frames first
       kwargs: {return_loss: false}    # non-tensor arguments
       seq_len: 16
+      tokens: {audio_token_id: "config.audio_config.max_source_positions // 2"}  # placeholders per sample
       replace: true                   # only the recipe's tensors
       hook: enablebot.model.hooks:video_session  # code for inputs data cannot express
       by_class:                       # per model class, merged over the above
@@ -465,6 +466,8 @@ def _image_layouts(model: Any, ctx: Ctx, given: bool) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     if "image_grid_thw" in params:
         out.append({"pixel_values": _patchified(ctx), "image_grid_thw": _grid_thw(ctx)})
+    if "image_sizes" in params and plain.dim() == 4 and _anyres_tiles(ctx):
+        out.append({"pixel_values": _anyres(ctx, plain), "image_sizes": _image_sizes(ctx)})
     out.append({"pixel_values": plain})
     if plain.dim() == 4:
         out.append({"pixel_values": plain.unsqueeze(1)})
@@ -495,6 +498,44 @@ def _image_sizes(ctx: Ctx) -> Any:
 
 
 RULES["image_sizes"] = _image_sizes
+
+
+def _anyres_tiles(ctx: Ctx) -> int:
+    """Tiles of one image under the config's `image_grid_pinpoints` (LLaVA-NeXT "anyres"):
+    the processor resizes the image to the best pinpoint and cuts it into image-size tiles.
+    0 when the config has no pinpoints."""
+    pins = first_attr(ctx.config, ("image_grid_pinpoints",))
+    if not (isinstance(pins, (list, tuple)) and pins):
+        return 0
+    try:
+        from transformers.image_processing_utils import select_best_resolution
+    except ImportError:  # older transformers: the first pinpoint
+        def select_best_resolution(_size: Any, pinpoints: Any) -> Any:
+            return pinpoints[0]
+    h, w = _image_hw(ctx.config)
+    bh, bw = select_best_resolution((h, w), [tuple(p) for p in pins])
+    return -(-bh // h) * -(-bw // w)  # tiles cover the resized image (ceil), as image_size_to_num_patches counts
+
+
+def _anyres(ctx: Ctx, plain: Any) -> Any:
+    """(batch, 1 + tiles, C, H, W): the resized whole image, then its tiles."""
+    import torch
+
+    n = 1 + _anyres_tiles(ctx)
+    return torch.randn(plain.shape[0], n, *plain.shape[1:], generator=ctx.gen)
+
+
+def _image_token_mask(ctx: Ctx) -> Any:
+    """1 at image placeholder tokens, else 0: the token types some processors return beside
+    `input_ids` (Gemma 3's `token_type_ids`; what `mm_token_type_ids` is elsewhere)."""
+    token = first_attr(ctx.config, _IMAGE_TOKEN_KEYS, _IMAGE_TOKEN_SUBS)
+    ids = ctx.out.get("input_ids")
+    if ids is None:
+        return _zeros_like_ids(ctx)
+    return (ids == int(token)).long() if token is not None else _zeros_like_ids(ctx)
+
+
+RULES["image_token_mask"] = _image_token_mask
 
 
 def _flattened_patches(ctx: Ctx) -> Any:
@@ -616,12 +657,35 @@ def build_inputs(model: Any, config: Any, modality: str, recipe: dict[str, Any] 
     if "pixel_values" in given and "input_ids" in out and "input_ids" not in given \
             and first_attr(config, _IMAGE_TOKEN_KEYS, _IMAGE_TOKEN_SUBS) is not None:
         add_image_tokens(model, ctx)
+    if recipe.get("tokens"):
+        place_tokens(ctx, recipe["tokens"])
     if recipe.get("hook"):  # inputs no tensor recipe can express (e.g. a video inference session)
         out.update(call_inputs_hook(recipe["hook"], model=model, config=config, batch=batch, seq_len=seq_len,
                                     gen=gen, out=out))
     for name in recipe.get("drop", []):
         out.pop(name, None)
     return out
+
+
+def place_tokens(ctx: Ctx, tokens: dict[str, Any]) -> None:
+    """A recipe's `tokens: {config_key: count}`: in every sample, `count` copies of the token
+    id the config names, in a run from position 1 (after the first token), as a processor
+    expands `<image>`/`<|AUDIO|>` placeholders. For models whose placeholder count no
+    image-features function gives (audio towers, cross-attention VLMs)."""
+    ids = ctx.out.get("input_ids")
+    if ids is None:
+        raise ValueError("inputs recipe `tokens` needs input_ids")
+    pos = 1
+    for key, expr in tokens.items():
+        token = first_attr(ctx.config, (key,), _IMAGE_TOKEN_SUBS)
+        if not isinstance(token, int):
+            raise ValueError(f"inputs recipe `tokens`: the config has no token id {key!r}")
+        n = eval_dim(expr, config=ctx.config, batch=ctx.batch, seq_len=ctx.seq_len)
+        if pos + n + 2 > ids.shape[1]:
+            raise ValueError(f"inputs recipe `tokens`: {n} x {key} do not fit in {ids.shape[1]} tokens; "
+                             "raise the recipe's seq_len")
+        ids[:, pos:pos + n] = token
+        pos += n
 
 
 def call_inputs_hook(ref: str, **kwargs: Any) -> dict[str, Any]:

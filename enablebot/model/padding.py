@@ -10,7 +10,8 @@ A user's batch is padded: the attention mask has zeros, and the model's masking 
   the tokens shifted out at the end are ordinary text.
 - audio (`input_values` / `input_features` without `input_ids`): an `attention_mask` over
   raw samples or feature frames, right-padded, with the padded samples zeroed, as the
-  wav2vec2/whisper feature extractors return with `return_attention_mask=True`.
+  wav2vec2/whisper feature extractors return with `return_attention_mask=True`. Audio next to
+  text whose placeholder tokens count its frames (Qwen2-Audio) keeps its full length.
 
 Row 0 keeps its full length; the last row loses about a quarter. Nothing is padded when
 the forward takes no attention mask or there is no room (every position is special).
@@ -187,8 +188,27 @@ def pad_batch(model: Any, config: Any, inputs: dict[str, Any]) -> tuple[dict[str
     if torch.is_tensor(inputs.get("input_ids")) and "attention_mask" in params:
         inputs, info = pad_text(model, config, inputs)
     if any(torch.is_tensor(inputs.get(k)) for k in AUDIO_MAIN_KEYS):
+        if _has_audio_placeholders(config, inputs):
+            # A processor writes one placeholder per encoder frame of each row's real audio; padded
+            # audio would leave more placeholders than features, so the audio keeps its length.
+            if info.key is None:
+                info = Padding(reason="audio placeholders in the text count the frames: audio not padded")
+            return inputs, info
         # Audio next to text (audio LMs) is padded under its own mask name.
         inputs, audio = pad_audio(model, config, inputs)
         if info.key is None:
             info = audio
     return inputs, info
+
+
+AUDIO_TOKEN_KEYS = ("audio_token_id", "audio_token_index")
+
+
+def _has_audio_placeholders(config: Any, inputs: dict[str, Any]) -> bool:
+    import torch
+
+    from .inputs import first_attr
+
+    ids = inputs.get("input_ids")
+    token = first_attr(config, AUDIO_TOKEN_KEYS, ("text_config",))
+    return torch.is_tensor(ids) and isinstance(token, int) and bool((ids == token).any())

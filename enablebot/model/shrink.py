@@ -224,7 +224,21 @@ def shrink_dict(d: dict[str, Any], size: str = "tiny", changes: dict[str, Any] |
                     cfg=sub if isinstance(sub, PretrainedConfig) else None, token_ids=lv.token_ids)
     _follow_sub_widths(lv, subs, p)
     _follow_own_width(lv, p)
+    _follow_sub_image(lv, subs)
     return changes
+
+
+def _follow_sub_image(lv: _Level, subs: list[tuple[str, dict, dict]]) -> None:
+    """Tile grids in pixels (`image_grid_pinpoints`, LLaVA-NeXT anyres) scale with the vision
+    tower's image size: unscaled, a tiny image would be cut into hundreds of tiles."""
+    pins = lv.d.get("image_grid_pinpoints")
+    if not (isinstance(pins, list) and pins and all(_ints(x) for x in pins)):
+        return
+    for _, new, old in subs:
+        a, b = _ints(old.get("image_size")), _ints(new.get("image_size"))
+        if a and b and a[0] != b[0]:
+            lv.set("image_grid_pinpoints", [[max(x * b[0] // a[0], 1) for x in pin] for pin in pins])
+            return
 
 
 def _follow_own_width(lv: _Level, p: SizeProfile) -> None:
