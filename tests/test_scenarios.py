@@ -4,6 +4,8 @@ locations in model code. Eager and explain run here directly, not through the ru
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
 
@@ -259,11 +261,13 @@ def test_hybrid_cache_error_is_per_scenario(registry):
     with pytest.raises(scenarios.ScenarioError) as err:
         scenarios.plan("decode", b.model, b.config, x, b.modality, "eval")
     assert err.value.scenario == "decode" and err.value.stage == "prefill"
-    assert "get_seq_length" in str(err.value)
+    # transformers 5.24 raised in get_seq_length, 5.25 in get_mask_sizes: both are the cache's
+    cache_error = r"get_seq_length|get_mask_sizes"
+    assert re.search(cache_error, str(err.value))
     call = scenarios.plan("call", b.model, b.config, x, b.modality, "eval")
     dynamic = scenarios.plan("dynamic", b.model, b.config, x, b.modality, "eval", recipe=recipe)
     assert call.steps and dynamic.steps
-    with pytest.raises(ValueError, match="get_seq_length"), torch.no_grad():
+    with pytest.raises(ValueError, match=cache_error), torch.no_grad():
         b.model(**call.steps[0].make_inputs())
     with torch.no_grad():  # the same call with the cache off runs: the error is the cache's
         assert b.model(**call.steps[0].make_inputs(), use_cache=False).logits is not None
