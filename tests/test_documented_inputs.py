@@ -144,3 +144,32 @@ def test_documented_tensor_for_a_sub_model_argument(no_entry):
     # default_inputs on the base: the required action_embeds by name, the rest by trial
     x = default_inputs(b.model, b.config, b.modality, batch=2, seq_len=16, gen=torch.Generator().manual_seed(0))
     assert {"input_ids", "action_embeds", "pixel_values", "pixel_attention_mask", "timestep_embeds"} <= set(x)
+
+
+@pytest.mark.parametrize("task,mode", [("head", "train"), ("base", "eval")])
+def test_pi0_builds_and_runs_without_its_hand_written_recipe(task, mode, no_entry):
+    """pi0 (transformers 5.24) has the same needs and a hand-written registry recipe; the
+    generic rules alone run it: the policy's main input is its robot `state` (a vector as
+    wide as `config.max_state_dim`), the prompt and camera images are added because its
+    forward does not run without them."""
+    assert no_entry.get("pi0") is None and Registry.load().entries["pi0"].inputs  # the recipe it does without
+    b = build_model(resolve("pi0", no_entry), task=task)
+    x = build_inputs(b.model, b.config, b.modality, None)
+    assert x["pixel_values"].dim() == 5 and x["pixel_attention_mask"].shape == (2, 1)
+    if task == "head":
+        assert x["state"].shape == (2, b.config.max_state_dim)
+    r = run_spec(RunSpec(model_id="pi0", task=task, mode=mode, pass_name="build", registry=str(no_entry.path)))
+    assert r.verdict == "eager_ok", r.error
+
+
+def test_config_width_vector_only_for_a_width_the_config_names(no_entry):
+    from enablebot.model.inputs import _config_width_vector
+
+    class Cfg:
+        max_state_dim = 12
+        proprio_dim = 0  # a zero width is no width
+
+    ctx = Ctx(model=None, config=Cfg(), batch=2, seq_len=8, gen=torch.Generator().manual_seed(0), out={})
+    assert _config_width_vector(ctx, "state").shape == (2, 12)
+    assert _config_width_vector(ctx, "proprio") is None
+    assert _config_width_vector(ctx, "joints") is None

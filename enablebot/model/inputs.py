@@ -576,6 +576,17 @@ def _missing_tensor(model: Any, name: str, ctx: Ctx) -> Any:
     return rule(ctx) if rule is not None else None
 
 
+def _config_width_vector(ctx: Ctx, name: str) -> Any:
+    """(batch, width) floats for an argument the config gives a width by its name:
+    `<name>_dim` or `max_<name>_dim` (shorter vectors are zero-padded to the max). None otherwise."""
+    import torch
+
+    width = first_attr(ctx.config, (f"{name}_dim", f"max_{name}_dim"))
+    if not isinstance(width, int) or width <= 0:
+        return None
+    return torch.randn(ctx.batch, width, generator=ctx.gen)
+
+
 def _image_sizes(ctx: Ctx) -> Any:
     import torch
 
@@ -621,8 +632,11 @@ def default_inputs(model: Any, config: Any, modality: str, *, batch: int, seq_le
         if rule is None:
             from .documented import documented_tensor
 
-            # No rule by name: the shape the model's own docstring gives the argument.
+            # No rule by name: the shape the model's own docstring gives the argument, else a
+            # per-sample vector as wide as the config's width for that name (`state`: max_state_dim).
             t = documented_tensor(model, name, config=config, batch=batch, seq_len=seq_len, gen=gen)
+            if t is None:
+                t = _config_width_vector(ctx, name)
             if t is None:
                 raise ValueError(f"no generic input for {type(model).__name__}.{name}; "
                                  "add an `inputs` recipe to the registry")
@@ -631,12 +645,22 @@ def default_inputs(model: Any, config: Any, modality: str, *, batch: int, seq_le
         ctx.out[name] = rule(ctx)
     params = inspect.signature(model.forward).parameters
     with_images = False
-    if "input_ids" in ctx.out and "pixel_values" in params and "pixel_values" not in skip \
-            and first_attr(config, _IMAGE_TOKEN_KEYS, _IMAGE_TOKEN_SUBS) is not None:
+    merges_images = "pixel_values" in params and "pixel_values" not in skip \
+        and first_attr(config, _IMAGE_TOKEN_KEYS, _IMAGE_TOKEN_SUBS) is not None
+    if merges_images and "input_ids" in ctx.out:
         with_images = add_image_tokens(model, ctx)
-        # Neither images by the rules above nor text only run: the extended image rules.
-        if not with_images and not _runs(model, ctx.out):
-            with_images = add_image_tokens(model, ctx, extended=True)
+    if merges_images and not with_images and not _runs(model, ctx.out):
+        # Neither images by the rules above nor these inputs run: the extended image rules,
+        # with the text that carries the image placeholders where the main input is another
+        # (a policy's robot `state`).
+        saved = dict(ctx.out)
+        for n in ("input_ids", "attention_mask"):
+            if n in params and n not in skip and n not in ctx.out:
+                ctx.out[n] = RULES[n](ctx)
+        with_images = add_image_tokens(model, ctx, extended=True)
+        if not with_images:
+            ctx.out.clear()
+            ctx.out.update(saved)
     if not with_images:
         from .documented import hidden_requirements
 
