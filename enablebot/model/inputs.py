@@ -23,6 +23,12 @@ A registry entry's `inputs` recipe adds or replaces tensors as data:
       by_class:                       # per model class, merged over the above
         WhisperForConditionalGeneration: {drop: [decoder_attention_mask]}
 
+When neither the image path nor these inputs run, extended rules try (`add_image_tokens(...,
+extended=True)`): the image encoder deeper in the module tree, (batch, images, C, H, W) images
+counted per image, all-true pixel masks, and arguments the trial forward reports missing, shaped
+as the sub-model that requires them documents them (documented.py). An argument with no rule by
+name gets its documented shape, else (batch, config.<name>_dim). None of this per architecture.
+
 Shape entries are ints, `B` (batch), `S` (sequence length), or arithmetic over
 `config.<path>` attributes with + - * // % and max()/min(). Batch is >= 2 so that
 shapes do not specialise on 0/1.
