@@ -24,6 +24,12 @@ A registry entry's `inputs` recipe adds or replaces tensors as data:
       by_class:                       # per model class, merged over the above
         WhisperForConditionalGeneration: {drop: [decoder_attention_mask]}
 
+When neither the image path nor these inputs run, extended rules try (`add_image_tokens(...,
+extended=True)`): the image encoder deeper in the module tree, (batch, images, C, H, W) images
+counted per image, all-true pixel masks, and arguments the trial forward reports missing, shaped
+as the sub-model that requires them documents them (documented.py). An argument with no rule by
+name gets its documented shape, else (batch, config.<name>_dim). None of this per architecture.
+
 Shape entries are ints, `B` (batch), `S` (sequence length), or arithmetic over
 `config.<path>` attributes with + - * // % and max()/min(). Batch is >= 2 so that
 shapes do not specialise on 0/1.
@@ -376,22 +382,28 @@ def wanted_inputs(model: Any, config: Any, modality: str) -> list[str]:
     return names
 
 
-def _image_features_fn(model: Any) -> Any:
+def _image_features_fn(model: Any, deep: bool = False) -> Any:
     vlm = getattr(model, "vlm", None)  # retrieval wrappers around a VLM
     for obj in (model, getattr(model, "model", None), vlm, getattr(vlm, "model", None)):
         fn = getattr(obj, "get_image_features", None)
         if fn is not None:
             return fn
+    # Deeper wrappers (a policy or a head around a model around a VLM: `model.model.vlm`):
+    # the first sub-module, in module order, that has one.
+    for m in model.modules() if deep else ():
+        fn = getattr(m, "get_image_features", None)
+        if fn is not None:
+            return fn
     return None
 
 
-def image_token_count(model: Any, ctx: Ctx) -> int | None:
+def image_token_count(model: Any, ctx: Ctx, extended: bool = False) -> int | None:
     """How many placeholder tokens one image takes: the rows of projected image features
     (`get_image_features(...).pooler_output`, per image) the model merges into the text.
     None when the model has no such function or it does not run on these inputs."""
     import torch
 
-    fn = _image_features_fn(model)
+    fn = _image_features_fn(model, deep=extended)
     if fn is None:
         return None
     kwargs = {}
@@ -403,25 +415,46 @@ def image_token_count(model: Any, ctx: Ctx) -> int | None:
             if rule is None:
                 return None
             kwargs[name] = ctx.out[name] = rule(ctx)
-    try:
-        with torch.no_grad():
-            out = fn(**kwargs)
-    except Exception:
-        return None
+    calls = [(kwargs, ctx.batch, 1)]
+    pv = kwargs.get("pixel_values")
+    if extended and torch.is_tensor(pv) and pv.dim() == 5:
+        # (batch, images, C, H, W) for a model whose image encoder takes (images, C, H, W) and
+        # which flattens the image axis itself (multi-camera policies): count per image, times images.
+        calls.append(({**kwargs, "pixel_values": pv.flatten(0, 1)}, pv.shape[0] * pv.shape[1], int(pv.shape[1])))
+    for call_kwargs, images, per_sample in calls:
+        try:
+            with torch.no_grad():
+                out = fn(**call_kwargs)
+        except Exception:
+            continue
+        n = _feature_rows(out, images)
+        return n * per_sample if n is not None else None
+    return None
+
+
+def _feature_rows(out: Any, images: int) -> int | None:
+    """Rows of image features per image (or per sample) in an image-features output."""
+    import torch
+
     feats = out.get("pooler_output") if hasattr(out, "get") else out
     if feats is None and hasattr(out, "get"):  # models merging the encoder output itself (Llama 4)
         feats = out.get("last_hidden_state")
     if isinstance(feats, (list, tuple)) and feats and torch.is_tensor(feats[0]):
         return int(feats[0].shape[0]) if feats[0].dim() == 2 else int(feats[0].shape[-2])
     if torch.is_tensor(feats):
-        return int(feats.shape[1]) if feats.dim() == 3 else int(feats.shape[0]) // ctx.batch
+        return int(feats.shape[1]) if feats.dim() == 3 else int(feats.shape[0]) // images
     return None
 
 
-def add_image_tokens(model: Any, ctx: Ctx) -> bool:
+def add_image_tokens(model: Any, ctx: Ctx, extended: bool = False) -> bool:
     """Give a model that merges images at placeholder tokens real images: pixel values and,
     in every sample, as many placeholder tokens as one image's features. False (and
-    nothing added) when the count cannot be found: the text-only path is used."""
+    nothing added) when the count cannot be found: the text-only path is used.
+
+    `extended` (for a model whose text-only forward does not run either) also looks for the
+    image encoder deeper in the module tree, counts (batch, images, C, H, W) images through
+    an encoder that takes (images, C, H, W), tries all-true pixel masks, and completes
+    arguments the trial forward reports missing (`run_completing`)."""
     import torch
 
     token = first_attr(ctx.config, _IMAGE_TOKEN_KEYS, _IMAGE_TOKEN_SUBS)
@@ -429,11 +462,11 @@ def add_image_tokens(model: Any, ctx: Ctx) -> bool:
     if token is None or ids is None:
         return False
     saved = dict(ctx.out)
-    for layout in _image_layouts(model, ctx, "pixel_values" in saved):
+    for layout in _image_layouts(model, ctx, "pixel_values" in saved, extended):
         ctx.out.clear()
         ctx.out.update(saved)
         ctx.out.update(layout)
-        n = image_token_count(model, ctx)
+        n = image_token_count(model, ctx, extended)
         if not n:
             continue
         seq = max(ids.shape[1], n + 8)
@@ -445,21 +478,21 @@ def add_image_tokens(model: Any, ctx: Ctx) -> bool:
             ctx.out["mm_token_type_ids"] = (new_ids == int(token)).long()
         if "attention_mask" in ctx.out:
             ctx.out["attention_mask"] = torch.ones(new_ids.shape, dtype=torch.long)
-        if _runs(model, ctx.out):  # else the features did not count the merged tokens
+        if (run_completing(model, ctx) if extended else _runs(model, ctx.out)):  # else the count was wrong
             return True
     ctx.out.clear()
     ctx.out.update(saved)
     return False
 
 
-def _image_layouts(model: Any, ctx: Ctx, given: bool) -> list[dict[str, Any]]:
+def _image_layouts(model: Any, ctx: Ctx, given: bool, extended: bool = False) -> list[dict[str, Any]]:
     """Image tensors to try, in order: as given (a recipe's), one image per sample
     (batch, C, H, W); patchified with a (t, h, w) grid where the image-features function
     takes `image_grid_thw` (Qwen2-VL lineage); (batch, images=1, C, H, W) for models
     that take several images per sample (Idefics3/SmolVLM lineage)."""
     if given:
         return [{}]
-    fn = _image_features_fn(model)
+    fn = _image_features_fn(model, deep=extended)
     params = set(inspect.signature(fn).parameters) if fn is not None else set()
     params |= set(inspect.signature(model.forward).parameters)
     plain = _pixel_values(ctx)
@@ -471,11 +504,38 @@ def _image_layouts(model: Any, ctx: Ctx, given: bool) -> list[dict[str, Any]]:
     out.append({"pixel_values": plain})
     if plain.dim() == 4:
         out.append({"pixel_values": plain.unsqueeze(1)})
+    # Then each layout with a pixel mask, for forwards that need one to run (all true: no
+    # padded image or camera). Last, so that a layout that runs without one keeps running so.
+    masks = [n for n in _PIXEL_MASKS if extended and n in inspect.signature(model.forward).parameters
+             and n not in ctx.out]
+    out += [{**layout, name: mask} for layout in list(out) for name in masks
+            for mask in _pixel_masks(layout["pixel_values"])]
     return out
+
+
+_PIXEL_MASKS = ("pixel_attention_mask", "pixel_mask")
+
+
+def _pixel_masks(pixel_values: Any) -> list[Any]:
+    """All-true masks a pixel tensor may come with: per image ((batch, images), the
+    multi-camera layout) or per pixel ((batch, [images,] H, W))."""
+    import torch
+
+    shape = tuple(pixel_values.shape)
+    if len(shape) == 5:  # (batch, images, C, H, W)
+        return [torch.ones(shape[:2], dtype=torch.bool), torch.ones(shape[:2] + shape[3:], dtype=torch.bool)]
+    if len(shape) == 4:  # (batch, C, H, W)
+        return [torch.ones(shape[:1] + shape[2:], dtype=torch.bool)]
+    return []
 
 
 def _runs(model: Any, inputs: dict[str, Any]) -> bool:
     """One no-grad forward, leaving the model's mode and the RNG as they were."""
+    return _trial(model, inputs) is None
+
+
+def _trial(model: Any, inputs: dict[str, Any]) -> Exception | None:
+    """One no-grad forward (mode and RNG left as they were): None, or what it raised."""
     import torch
 
     training = model.training
@@ -483,11 +543,57 @@ def _runs(model: Any, inputs: dict[str, Any]) -> bool:
         with torch.random.fork_rng(), torch.no_grad():
             model.eval()
             model(**inputs)
-        return True
-    except Exception:
-        return False
+        return None
+    except Exception as e:  # noqa: BLE001 - any failure means "not these inputs"
+        return e
     finally:
         model.train(training)
+
+
+def run_completing(model: Any, ctx: Ctx, rounds: int = 4) -> bool:
+    """A trial forward of `ctx.out`. Arguments it reports missing (a sub-model's, reaching it
+    through the top forward's `**kwargs`, so in no signature of the top model) are added, as
+    the sub-model that requires them documents their shape, else by the rule for their name,
+    and the forward is tried again. Additions stay only when the forward then runs."""
+    from .documented import missing_arguments
+
+    added: list[str] = []
+    for _ in range(rounds):
+        err = _trial(model, ctx.out)
+        if err is None:
+            return True
+        names = [n for n in missing_arguments(err) if n not in ctx.out]
+        tensors = {n: _missing_tensor(model, n, ctx) for n in names}
+        if not tensors or any(t is None for t in tensors.values()):
+            break
+        ctx.out.update(tensors)
+        added += names
+    for n in added:
+        ctx.out.pop(n, None)
+    return False
+
+
+def _missing_tensor(model: Any, name: str, ctx: Ctx) -> Any:
+    from .documented import declaring_modules, documented_tensor
+
+    for m in declaring_modules(model, name):
+        t = documented_tensor(m, name, config=getattr(m, "config", ctx.config), batch=ctx.batch,
+                              seq_len=ctx.seq_len, gen=ctx.gen)
+        if t is not None:
+            return t
+    rule = rule_for(name)
+    return rule(ctx) if rule is not None else None
+
+
+def _config_width_vector(ctx: Ctx, name: str) -> Any:
+    """(batch, width) floats for an argument the config gives a width by its name:
+    `<name>_dim` or `max_<name>_dim` (shorter vectors are zero-padded to the max). None otherwise."""
+    import torch
+
+    width = first_attr(ctx.config, (f"{name}_dim", f"max_{name}_dim"))
+    if not isinstance(width, int) or width <= 0:
+        return None
+    return torch.randn(ctx.batch, width, generator=ctx.gen)
 
 
 def _image_sizes(ctx: Ctx) -> Any:
@@ -571,12 +677,43 @@ def default_inputs(model: Any, config: Any, modality: str, *, batch: int, seq_le
     for name in names:
         rule = RULES["patchified"] if name == patch_arg else rule_for(name)
         if rule is None:
-            raise ValueError(f"no generic input for {type(model).__name__}.{name}; add an `inputs` recipe to the registry")
+            from .documented import documented_tensor
+
+            # No rule by name: the shape the model's own docstring gives the argument, else a
+            # per-sample vector as wide as the config's width for that name (`state`: max_state_dim).
+            t = documented_tensor(model, name, config=config, batch=batch, seq_len=seq_len, gen=gen)
+            if t is None:
+                t = _config_width_vector(ctx, name)
+            if t is None:
+                raise ValueError(f"no generic input for {type(model).__name__}.{name}; "
+                                 "add an `inputs` recipe to the registry")
+            ctx.out[name] = t
+            continue
         ctx.out[name] = rule(ctx)
     params = inspect.signature(model.forward).parameters
-    if "input_ids" in ctx.out and "pixel_values" in params and "pixel_values" not in skip \
-            and first_attr(config, _IMAGE_TOKEN_KEYS, _IMAGE_TOKEN_SUBS) is not None:
-        add_image_tokens(model, ctx)
+    with_images = False
+    merges_images = "pixel_values" in params and "pixel_values" not in skip \
+        and first_attr(config, _IMAGE_TOKEN_KEYS, _IMAGE_TOKEN_SUBS) is not None
+    if merges_images and "input_ids" in ctx.out:
+        with_images = add_image_tokens(model, ctx)
+    if merges_images and not with_images and not _runs(model, ctx.out):
+        # Neither images by the rules above nor these inputs run: the extended image rules,
+        # with the text that carries the image placeholders where the main input is another
+        # (a policy's robot `state`).
+        saved = dict(ctx.out)
+        for n in ("input_ids", "attention_mask"):
+            if n in params and n not in skip and n not in ctx.out:
+                ctx.out[n] = RULES[n](ctx)
+        with_images = add_image_tokens(model, ctx, extended=True)
+        if not with_images:
+            ctx.out.clear()
+            ctx.out.update(saved)
+    if not with_images:
+        from .documented import hidden_requirements
+
+        # A sub-model needs an argument the top forward only passes on: find it by trial.
+        if hidden_requirements(model) - set(ctx.out) - set(skip):
+            run_completing(model, ctx)
     return ctx.out
 
 
