@@ -17,11 +17,13 @@ from conftest import ROOT, installed_versions
 
 # Graph breaks depend on the versions; these are what the pinned CI versions give
 # (torch 2.13 + transformers 5.24), and what the GPU machine's versions give.
-KNOWN_BREAKS = {
-    ("2.13.0", "5.24.0"): {
-        "switch_transformers": ("GB0036", "Dynamic shape operator", "modeling_switch_transformers.py", "nonzero"),
-        "jetmoe": ("GB0033", "Data dependent operator", "modeling_jetmoe.py", "tolist"),
-    },
+_MOE_BREAKS = {
+    "switch_transformers": ("GB0036", "Dynamic shape operator", "modeling_switch_transformers.py", "nonzero"),
+    "jetmoe": ("GB0033", "Data dependent operator", "modeling_jetmoe.py", "tolist"),
+}
+KNOWN_BREAKS = {  # checked on each pinned pair; 5.25 kept both breaks where they were
+    ("2.13.0", "5.24.0"): _MOE_BREAKS,
+    ("2.13.0", "5.25.0"): _MOE_BREAKS,
 }
 
 
