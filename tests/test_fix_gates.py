@@ -118,6 +118,9 @@ def test_ordinary_code_is_not_an_escape_hatch(line):
     ["_ = torch.ones(3).sum()"],
     ["if True:", "    import os", "    os.environ['X'] = '1'"],
     ["for _m in list(sys.modules):", "    pass"],
+    # hidden after a dangling decorator (a fragment that does not parse as a whole)
+    ["@torch.no_grad()", "torch.nonzero = lambda *a, **k: None"],
+    ["from ...integrations import x", "@deco", "_ = torch.ones(3).sum()"],
 ])
 def test_import_time_effects_are_flagged(lines):
     gate = gates.import_effects(_diff(*lines))
@@ -133,6 +136,11 @@ def test_import_time_effects_are_flagged(lines):
     ["class Foo(nn.Module):", "    pass"],
     ["    x = compute(y)", "    return x"],  # inside an existing function
     ["@torch.no_grad()"],  # a decorator whose def is context
+    # transformers 5.25's longcat_flash change: a relative import and, in a later hunk, a class
+    # decorator whose class line is context (the added lines of both hunks run together)
+    ["from ...integrations import use_experts_implementation, use_kernel_forward_from_hub",
+     "@use_experts_implementation"],
+    ["from ...integrations import (", "    use_experts_implementation,", ")", "@use_experts_implementation"],
 ])
 def test_definitions_and_constants_are_not_import_effects(lines):
     gate = gates.import_effects(_diff(*lines))

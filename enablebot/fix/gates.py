@@ -150,13 +150,22 @@ def _effects(path: str, block: list[str]) -> list[str]:
     try:
         tree = ast.parse(text)
     except SyntaxError:
-        # A fragment (e.g. a decorator whose def line is context): judge its first line alone.
-        first = block[0]
-        if re.match(r"^(def|class|async def|import|from|@|#|\"\"\"|'''|[A-Za-z_]\w*\s*(:[^=]+)?=\s*[-\w.'\"(\[{])", first) \
-                and not re.match(r"^[A-Za-z_]\w*\s*\.", first):
-            return []
-        return [f"{path}: {first.strip()[:100]}"]
+        # A fragment (a decorator whose def line is context, or the added lines of several hunks
+        # run together): judge each of its top-level lines on its own.
+        return [f"{path}: {ln.strip()[:100]}" for ln in block
+                if ln[:1] not in ("", " ", "\t", ")", "]", "}") and not _harmless_line(ln)]
     return [f"{path}: {ast.get_source_segment(text, s) or ''}"[:140] for s in tree.body if not _harmless_top_level(s)]
+
+
+def _harmless_line(line: str) -> bool:
+    """One top-level line of a fragment: a whole statement is judged like any other; the first
+    line of a multi-line one (a decorator, `x = (`) by its form. A relative import
+    (`from ...integrations import x`) is an import, not an attribute write."""
+    try:
+        return all(_harmless_top_level(s) for s in ast.parse(line).body)
+    except SyntaxError:
+        return bool(re.match(r"^(def|class|async def|import|from|@|#|\"\"\"|'''|[A-Za-z_]\w*\s*(:[^=]+)?=\s*[-\w.'\"(\[{])",
+                             line)) and not re.match(r"^(?!(?:from|import)\s)[A-Za-z_]\w*\s*\.", line)
 
 
 _INIT_LIKE = re.compile(r"^(__init__|__post_init__|__setstate__|_init_\w*|init_\w*|reset_\w*|post_init|setup\w*)$")

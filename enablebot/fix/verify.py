@@ -391,9 +391,14 @@ def _sample(model_id: str, spec: RunSpec, overlay_dir: str | None, settings: dic
         problems.append(f"new breaks {sorted(new)}")
     if sb.graphs and not sa.graphs:
         problems.append("nothing is compiled any more")
-    if sb.numerics_passed and sa.numerics_passed is False:
+    # Inconclusive: eager disagrees with itself (e.g. dropout left on), so compiled vs eager
+    # cannot be judged either way; that is no evidence against the candidate.
+    inconclusive = bool(after.numerics and after.numerics.status == "inconclusive")
+    if sb.numerics_passed and sa.numerics_passed is False and not inconclusive:
         problems.append("numerics now fail")
     detail = "; ".join(problems) or f"ok ({sb.verdict} -> {sa.verdict}, breaks {sb.graph_breaks} -> {sa.graph_breaks})"
+    if inconclusive:
+        detail += "; numerics inconclusive (eager not deterministic)"
     return SampleCheck(model_id=model_id, passed=not problems, before=sb, after=sa, detail=detail,
                        before_timing=before.timing, after_timing=after.timing)
 
