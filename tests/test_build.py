@@ -184,3 +184,11 @@ def test_build_pass_items_and_coverage():
     s = summarize(rs)
     assert s.coverage == 0.5 and s.missing_dependency == {"?": ["c"]}
     assert [f["key"].split("|")[0] for f in s.failures] == ["b"]
+
+
+def test_shrink_zeroes_every_dropout_spelling():
+    """gpt2-style `*_pdrop` too: train-mode eager must be deterministic, or numerics are inconclusive."""
+    cfg, _ = shrink_config(AutoConfig.for_model("gpt2"), "tiny")
+    assert (cfg.attn_pdrop, cfg.resid_pdrop, cfg.embd_pdrop) == (0.0, 0.0, 0.0)
+    r = run_spec(RunSpec(model_id="gpt2", mode="train", backend="eager", timing=False, repeats=2, warmup=1))
+    assert r.numerics.status == "pass" and r.numerics.eager_deterministic, r.numerics

@@ -130,7 +130,8 @@ TOKEN_ID_KEYS = (
     "boa_token_id", "eoa_token_id", "image_start_token_id", "image_end_token_id",
 )
 # Dropout-like probabilities are zeroed so that eager runs are deterministic in train mode.
-DROPOUT_SUFFIXES = ("dropout", "dropout_prob", "dropout_rate", "drop_rate", "drop_path_rate", "layerdrop")
+DROPOUT_SUFFIXES = ("dropout", "dropout_prob", "dropout_rate", "drop_rate", "drop_path_rate", "layerdrop",
+                    "pdrop")  # gpt2, gptj, ctrl, codegen: attn_pdrop, resid_pdrop, embd_pdrop
 _NOT_KWARGS = {"transformers_version", "_name_or_path", "model_type", "architectures"}
 # Per-layer lists keep at most this many distinct kinds of layer.
 MAX_LAYER_KINDS = 6
