@@ -10,7 +10,8 @@ Case table: benchmarks/fixbench/cases.yaml (data: model, cluster, patch, provena
 Output: a Markdown table on stdout, DIR/results.json (+ cases.jsonl written as cases finish).
 With --llm-model and OPENAI_BASE_URL set, the agent (enablebot.fix.agent) is run over the real
 cases with the answer patches hidden; without an endpoint that part is skipped and says so.
-The agent's conversation goes to DIR/agent_transcript.jsonl (secrets redacted). A slow local
+The agent's conversation goes to DIR/agent_transcript.jsonl (secrets redacted), each agent case
+to DIR/agent_cases.jsonl as it finishes. A slow local
 model (a small GGUF on CPU) wants --llm-max-tokens / --llm-timeout / --llm-retries 0: a request
 that timed out keeps the server busy, so a retry only queues behind it.
 """
@@ -394,6 +395,8 @@ def main(argv: list[str] | None = None, *, runner: Runner | None = None,
                                 ("retries", a.llm_retries)) if v is not None}
         transcript = a.out / "agent_transcript.jsonl"
         transcript.write_text("", encoding="utf-8")
+        agent_log = a.out / "agent_cases.jsonl"
+        agent_log.write_text("", encoding="utf-8")
         llm = LLMClient.from_env(a.llm_model, transcript=Transcript(transcript, (os.environ.get("OPENAI_API_KEY", ""),)),
                                  **kw)
         note = (f"model {a.llm_model} at an OpenAI-compatible endpoint, {a.attempts} attempts per case, answers hidden, "
@@ -403,6 +406,8 @@ def main(argv: list[str] | None = None, *, runner: Runner | None = None,
             say(f"agent: {case.id}")
             agent.append(run_agent_case(case, defaults, repro, llm, a.attempts))
             say(f"    {'fixed' if agent[-1].fixed else 'not fixed'} after {agent[-1].attempts} attempt(s)")
+            with agent_log.open("a", encoding="utf-8") as f:  # kept when a long run is cut short
+                f.write(json.dumps(dataclasses.asdict(agent[-1]), sort_keys=True) + "\n")
     say(f"agent part: {note}")
     summ = summary(results, agent, note)
     payload = {"summary": summ, "cases": [dataclasses.asdict(r) for r in results],
