@@ -4,11 +4,16 @@ as `enablebot fix` (enablebot.fix.patchguard / overlay / verify), as if an LLM h
 
     python benchmarks/fixbench/fixbench.py [--only ID ...] [--group real|hack] [--out DIR]
                                            [--llm-model MODEL] [--attempts N]
+                                           [--llm-max-tokens N] [--llm-timeout S] [--llm-retries N]
 
 Case table: benchmarks/fixbench/cases.yaml (data: model, cluster, patch, provenance, expectation).
 Output: a Markdown table on stdout, DIR/results.json (+ cases.jsonl written as cases finish).
 With --llm-model and OPENAI_BASE_URL set, the agent (enablebot.fix.agent) is run over the real
 cases with the answer patches hidden; without an endpoint that part is skipped and says so.
+The agent's conversation goes to DIR/agent_transcript.jsonl (secrets redacted), each agent case
+to DIR/agent_cases.jsonl as it finishes. A slow local
+model (a small GGUF on CPU) wants --llm-max-tokens / --llm-timeout / --llm-retries 0: a request
+that timed out keeps the server busy, so a retry only queues behind it.
 """
 
 from __future__ import annotations
@@ -194,6 +199,11 @@ class AgentCase:
     wall_s: float = 0.0
     stopped: str = ""
     feedback: list[str] = field(default_factory=list)
+    stages: list[str] = field(default_factory=list)  # per attempt, the stage it reached (llm .. verify)
+    finish: list[str] = field(default_factory=list)  # per attempt, why the LLM stopped (stop | length)
+    repro_s: float = 0.0  # the unpatched reproduction (0 when reused from --work)
+    llm_s: float = 0.0  # waiting for the LLM
+    verify_s: float = 0.0  # the verifier's runs
 
 
 def run_agent_case(case: Case, defaults: dict[str, Any], repro: Reproductions, llm: Any, attempts: int) -> AgentCase:
@@ -206,6 +216,7 @@ def run_agent_case(case: Case, defaults: dict[str, Any], repro: Reproductions, l
     started = time.time()
     spec = case_spec(defaults, case)
     baseline = repro.get(spec)
+    out.repro_s = round(time.time() - started, 1)
     found = cl.select(cl.clusters_of(baseline.graph_breaks), case.cluster) if baseline.ok else []
     if not found:
         out.stopped = "not_reproduced"
@@ -216,18 +227,41 @@ def run_agent_case(case: Case, defaults: dict[str, Any], repro: Reproductions, l
     llm.budget = dataclasses.replace(llm.budget, prompt_tokens=0, completion_tokens=0)
 
     def verify(overlay_dir: str, patch: Any):
-        return verify_candidate(baseline, cluster.ref, overlay_dir=overlay_dir, files=patch.files, options=opts,
-                                runner=repro.run, baselines=repro.baselines)
+        t = time.time()
+        try:
+            return verify_candidate(baseline, cluster.ref, overlay_dir=overlay_dir, files=patch.files, options=opts,
+                                    runner=repro.run, baselines=repro.baselines)
+        finally:
+            out.verify_s += time.time() - t
+
+    # Time the LLM calls (a slow local model is most of the wall time) and keep why each reply ended.
+    chat = llm.chat
+
+    def timed_chat(messages: list[dict[str, str]]) -> Any:
+        t = time.time()
+        try:
+            reply = chat(messages)
+        finally:
+            out.llm_s += time.time() - t
+        out.finish.append(str(reply.finish_reason))
+        return reply
+
+    llm.chat = timed_chat
 
     cand = Path(tempfile.mkdtemp(prefix=f"agent-{case.id}-", dir=work))
-    result = run_agent(build_context(baseline, cluster, []), llm, PatchPolicy(model_type=baseline.model_type), verify,
-                       attempts=attempts, work_dir=cand)
+    try:
+        result = run_agent(build_context(baseline, cluster, []), llm, PatchPolicy(model_type=baseline.model_type),
+                           verify, attempts=attempts, work_dir=cand)
+    finally:
+        llm.chat = chat
     shutil.rmtree(cand, ignore_errors=True)
     out.fixed = result.best is not None
     out.attempts = len(result.attempts)
     out.prompt_tokens, out.completion_tokens = result.prompt_tokens, result.completion_tokens
     out.stopped = result.stopped
     out.feedback = [f"{a.n} {a.stage}: {a.feedback[:200]}" for a in result.attempts]
+    out.stages = [a.stage for a in result.attempts]
+    out.llm_s, out.verify_s = round(out.llm_s, 1), round(out.verify_s, 1)
     out.wall_s = round(time.time() - started, 1)
     return out
 
@@ -269,9 +303,11 @@ def table(results: list[CaseResult], agent: list[AgentCase] | None, summ: dict[s
                  + f"; hacks rejected: {s['hack']['rejected']}/{s['hack']['cases']}"
                  + (f" ({s['hack']['reject_rate']:.0%})" if s['hack']['cases'] else ""))
     if agent:
-        lines += ["", "| agent case | fixed | attempts | tokens | wall s | stopped |", "|---|---|---|---|---|---|"]
-        lines += [f"| {a.id} | {'yes' if a.fixed else 'no'} | {a.attempts} | {a.prompt_tokens + a.completion_tokens} | "
-                  f"{a.wall_s:.0f} | {a.stopped} |" for a in agent]
+        lines += ["", "| agent case | fixed | attempts | tokens (prompt+completion) | wall s (llm / verify) | stages | stopped |",
+                  "|---|---|---|---|---|---|---|"]
+        lines += [f"| {a.id} | {'yes' if a.fixed else 'no'} | {a.attempts} | {a.prompt_tokens + a.completion_tokens} "
+                  f"({a.prompt_tokens}+{a.completion_tokens}) | {a.wall_s:.0f} ({a.llm_s:.0f} / {a.verify_s:.0f}) | "
+                  f"{', '.join(a.stages)} | {a.stopped} |" for a in agent]
         ag = s["agent"]
         lines.append(f"\nagent fix rate: {ag['fixed']}/{ag['cases']} ({ag['fix_rate']:.0%}), {ag['attempts']} attempts, "
                      f"{ag['tokens']} tokens, {ag['wall_s']:.0f} s")
@@ -289,6 +325,10 @@ def main(argv: list[str] | None = None, *, runner: Runner | None = None,
     ap.add_argument("--out", type=Path, default=Path("results/fixbench"))
     ap.add_argument("--llm-model", default=None, help="run the agent over the real cases (needs OPENAI_BASE_URL)")
     ap.add_argument("--attempts", type=int, default=3)
+    ap.add_argument("--llm-max-tokens", type=int, default=None, help="cap on each reply (default: the client's)")
+    ap.add_argument("--llm-timeout", type=float, default=None, help="seconds per LLM request (default: the client's)")
+    ap.add_argument("--llm-retries", type=int, default=None,
+                    help="retries of a failed or timed-out LLM request (default: the client's)")
     ap.add_argument("--no-fail-fast", action="store_true",
                     help="run every check of every case (shows which behavioural checks back up a static gate)")
     ap.add_argument("--work", type=Path, default=None,
@@ -297,6 +337,12 @@ def main(argv: list[str] | None = None, *, runner: Runner | None = None,
     ap.add_argument("--from-jsonl", type=Path, nargs="*", default=None,
                     help="rebuild the table and results.json from cases.jsonl files of earlier runs (no re-verification)")
     a = ap.parse_args(argv)
+    for name in ("attempts", "llm_max_tokens", "llm_timeout", "llm_retries"):
+        value = getattr(a, name)
+        if value is not None and (value < 0 or (value == 0 and name != "llm_retries")):
+            print(f"error: --{name.replace('_', '-')} must be {'>= 0' if name == 'llm_retries' else '> 0'}, got {value}",
+                  file=sys.stderr)
+            return 2
     try:
         defaults, cases = load_cases(a.cases)
     except (OSError, CaseError, yaml.YAMLError) as e:
@@ -343,15 +389,25 @@ def main(argv: list[str] | None = None, *, runner: Runner | None = None,
     elif not os.environ.get("OPENAI_BASE_URL"):
         note = "skipped: --llm-model given but OPENAI_BASE_URL is not set (no endpoint)"
     else:
-        from enablebot.fix.llm import LLMClient
+        from enablebot.fix.llm import LLMClient, Transcript
 
-        llm = LLMClient.from_env(a.llm_model)
-        note = f"model {a.llm_model} at an OpenAI-compatible endpoint, {a.attempts} attempts per case, answers hidden"
+        kw = {k: v for k, v in (("max_tokens", a.llm_max_tokens), ("timeout_s", a.llm_timeout),
+                                ("retries", a.llm_retries)) if v is not None}
+        transcript = a.out / "agent_transcript.jsonl"
+        transcript.write_text("", encoding="utf-8")
+        agent_log = a.out / "agent_cases.jsonl"
+        agent_log.write_text("", encoding="utf-8")
+        llm = LLMClient.from_env(a.llm_model, transcript=Transcript(transcript, (os.environ.get("OPENAI_API_KEY", ""),)),
+                                 **kw)
+        note = (f"model {a.llm_model} at an OpenAI-compatible endpoint, {a.attempts} attempts per case, answers hidden, "
+                f"max_tokens {llm.max_tokens}, timeout {llm.timeout_s:g} s, retries {llm.retries}")
         agent = []
         for case in [c for c in cases if c.group == "real" and c.expect == "accepted"]:
             say(f"agent: {case.id}")
             agent.append(run_agent_case(case, defaults, repro, llm, a.attempts))
             say(f"    {'fixed' if agent[-1].fixed else 'not fixed'} after {agent[-1].attempts} attempt(s)")
+            with agent_log.open("a", encoding="utf-8") as f:  # kept when a long run is cut short
+                f.write(json.dumps(dataclasses.asdict(agent[-1]), sort_keys=True) + "\n")
     say(f"agent part: {note}")
     summ = summary(results, agent, note)
     payload = {"summary": summ, "cases": [dataclasses.asdict(r) for r in results],
