@@ -50,7 +50,7 @@ def doc_arg(doc: str | None, name: str) -> DocArg | None:
 
 
 def _config_int(config: Any, names: tuple[str, ...]) -> int | None:
-    from .inputs import first_attr, text_config
+    from .configs import first_attr, text_config
 
     for c in (config, text_config(config)):
         v = first_attr(c, names)

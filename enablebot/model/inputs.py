@@ -43,6 +43,8 @@ import operator
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from .configs import first_attr, text_config  # noqa: F401 - re-exported
+
 _OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
         ast.FloorDiv: operator.floordiv, ast.Div: operator.floordiv, ast.Mod: operator.mod}
 _FUNCS = {"max": max, "min": min}
@@ -85,14 +87,6 @@ def eval_dim(expr: Any, *, config: Any, batch: int, seq_len: int) -> int:
 # ---- what the config says ---------------------------------------------------------------
 
 
-def text_config(config: Any) -> Any:
-    get = getattr(config, "get_text_config", None)
-    try:
-        return get(decoder=True) if get else config
-    except TypeError:
-        return get()
-
-
 def special_ids(config: Any) -> set[int]:
     from .shrink import TOKEN_ID_KEYS
 
@@ -104,18 +98,6 @@ def special_ids(config: Any) -> set[int]:
                 if isinstance(x, int) and not isinstance(x, bool) and x >= 0:
                     ids.add(x)
     return ids
-
-
-def first_attr(config: Any, names: tuple[str, ...], subs: tuple[str, ...] = (), default: Any = None) -> Any:
-    """The first of `names` set on the config or on one of its `subs` sub-configs."""
-    for c in [config] + [getattr(config, s, None) for s in subs]:
-        if c is None:
-            continue
-        for n in names:
-            v = getattr(c, n, None)
-            if v is not None and not isinstance(v, bool):
-                return v
-    return default
 
 
 _IMAGE_TOKEN_KEYS = ("image_token_id", "image_token_index")
