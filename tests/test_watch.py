@@ -234,11 +234,16 @@ def test_sigkill_mid_write_never_leaves_a_torn_registry(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     rng = random.Random(4)
     torn_writes = 0
-    for _ in range(12):  # until two kills landed inside a write (about half of them do)
+    for _ in range(30):  # until two kills landed inside a write (most do: the writer only writes)
         proc = subprocess.Popen([sys.executable, "-c", _WRITER, str(path), *map(str, texts)],
                                 stdout=subprocess.PIPE, env=env)
         assert proc.stdout.readline().strip() == b"ready"
-        time.sleep(rng.uniform(0.02, 0.15))
+        # Kill only once the writer is seen writing: on a loaded machine it may not run for a
+        # while after "ready", and a kill before its first write proves nothing.
+        before, deadline = path.stat().st_mtime_ns, time.monotonic() + 10
+        while path.stat().st_mtime_ns == before and time.monotonic() < deadline:
+            time.sleep(0.001)
+        time.sleep(rng.uniform(0.0, 0.05))
         proc.send_signal(signal.SIGKILL)
         proc.wait()
         reg = Registry.load(path)  # parses: the old or the new content, never a mix
