@@ -7,6 +7,11 @@
 #             the task head, else the base), eval, parallel isolated workers; resumable.
 #   cache:    the Inductor pass over sweeps/gpu-cache-sample.txt twice, side by side: first with an
 #             empty Inductor cache (cold), then the same models again (warm), into OUT/cache/{cold,warm}.
+#   inductor-cw: the whole Inductor pass, cold then warm, one shard (SHARD=i/n) per call so each
+#             call fits the device's 10-minute limit: run every shard, then sum the shards' walls
+#             (benchmarks/sweep_speed.py --results on the merged cold/ and warm/ directories).
+#   diag:     the diagnostic scenarios (call_unpadded, call_nocache) over sweeps/gpu-diagnostics.txt,
+#             into OUT/cuda-diagnostics: which breaks need the padding or the cache.
 #   nvs:      benchmarks/naive_vs_sweep.py on the first 100 base model types, eval + train, side by side.
 #   dynamo:   the Dynamo pass with the default scenarios (call; decode for generative heads) over
 #             everything, into OUT/cuda-dynamo-default; RESUME=DIR continues an earlier time-boxed run.
@@ -31,6 +36,20 @@ case $part in
       --task main --jobs "${JOBS:-12}" --repeats 10 --timeout "${TIMEOUT:-90}" --no-report --max-minutes "$minutes" \
       --models-file sweeps/gpu-cache-sample.txt
     du -sh "$out/cache/inductor-cache"; rm -rf "$out/cache/inductor-cache" "$out"/cache/*/logs ;;
+  inductor-cw)
+    d="$out/inductor-cw-${SHARD/\//of}"
+    # The call's own limit must not take the results with it: stop the benchmark first, then pack.
+    timeout "${LIMIT:-550}" $py benchmarks/sweep_speed.py --cold-warm --out "$d" -- --pass inductor --device cuda \
+      --mode eval --task main --jobs "${JOBS:-12}" --repeats 10 --timeout "${TIMEOUT:-120}" --no-report \
+      --max-minutes "$minutes" --shard "$SHARD" --durations-from results/gpu/cuda-inductor-tiny
+    du -sh "$d/inductor-cache"; rm -rf "$d/inductor-cache" "$d"/*/logs
+    tar czf "$d.tar.gz" -C "$out" "$(basename "$d")" && rm -rf "$d" ;;
+  diag)
+    d="$out/cuda-diagnostics"
+    $py -m enablebot.cli sweep --pass dynamo --device cuda --mode eval --scenario call_unpadded \
+      --scenario call_nocache --jobs "${JOBS:-15}" --timeout 120 --max-minutes "$minutes" \
+      --models-file sweeps/gpu-diagnostics.txt --out "$d"
+    rm -rf "$d/logs" ;;
   nvs)
     $py benchmarks/naive_vs_sweep.py --first 100 --jobs "${JOBS:-14}" --timeout 120 --out "$out/naive-vs-sweep"
     rm -rf "$out"/naive-vs-sweep/*/logs ;;

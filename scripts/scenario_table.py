@@ -54,11 +54,11 @@ def _by_item(results: list[RunResult]) -> dict[tuple, dict[str, RunResult]]:
 def only_in_decode(results: list[RunResult]) -> dict[str, list[str]]:
     by = _by_item(results)
     out: dict[str, list[str]] = defaultdict(list)
-    for (model, _task), sc in sorted(by.items()):
+    for (model, task), sc in sorted(by.items()):
         call, dec = sc.get("call"), sc.get("decode")
         if call and dec and call.verdict == "full_graph" and dec.verdict == "graph_break":
             steps = sorted({b.step or "?" for b in dec.graph_breaks})
-            out[_label(dec)].append(f"{model} ({_breaks(dec)} in {'/'.join(steps)})")
+            out[_label(dec)].append(f"{model}/{task} ({_breaks(dec)} in {'/'.join(steps)})")
     return out
 
 
@@ -69,10 +69,10 @@ def only_without(results: list[RunResult], diagnostic: str) -> dict[str, list[st
     if not any(diagnostic in sc for sc in by.values()):
         return None
     out: dict[str, list[str]] = defaultdict(list)
-    for (model, _task), sc in sorted(by.items()):
+    for (model, task), sc in sorted(by.items()):
         call, diag = sc.get("call"), sc.get(diagnostic)
         if call and diag and call.verdict == "graph_break" and diag.verdict == "full_graph":
-            out[_label(call)].append(f"{model} ({_breaks(call)})")
+            out[_label(call)].append(f"{model}/{task} ({_breaks(call)})")
     return out
 
 
