@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -118,11 +119,15 @@ def run_one(out: Path, sweep_args: list[str], env: dict[str, str]) -> tuple[int,
         print(f"{out} holds a sweep already: a benchmark starts fresh (pass another --out)", file=sys.stderr)
         return 2, 0.0, 0.0, 0.0
     t0 = time.time()
-    p = subprocess.run([sys.executable, "-m", "enablebot.cli", "sweep", "--out", str(out), *sweep_args],
-                       cwd=ROOT, env=env)
+    p = subprocess.Popen([sys.executable, "-m", "enablebot.cli", "sweep", "--out", str(out), *sweep_args],
+                         cwd=ROOT, env=env)
+    # `timeout` or a cancelled job stops this script: pass it on, so the sweep stops its workers.
+    signal.signal(signal.SIGTERM, lambda signum, _f: p.send_signal(signum))
+    rc = p.wait()
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     wall = time.time() - t0
-    if p.returncode:
-        return p.returncode, wall, 0.0, 0.0
+    if rc:
+        return rc, wall, 0.0, 0.0
     runs = load_runs(out)
     print(f"\nsweep command wall time (incl. start-up and reports): {wall / 60:.1f} min; results in {out}")
     summary = report(out, runs[-1]["wall_s"], runs[-1]["planned"])

@@ -128,6 +128,46 @@ def test_resume_after_a_killed_sweep_loses_and_repeats_nothing(tmp_path):
     assert len(keys) == len(set(keys)) == len(MODELS)
 
 
+def _processes_with(marker: str) -> list[int]:
+    """Pids whose environment holds `marker` (the sweep, its fork server and its workers: workers
+    run in their own sessions, so neither the process group nor the session finds them)."""
+    pids = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                if marker.encode() in (d / "environ").read_bytes().split(b"\0"):
+                    pids.append(int(d.name))
+            except OSError:
+                pass
+    return pids
+
+
+@pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="reads /proc (Linux)")
+def test_sigterm_stops_the_sweep_kills_its_busy_workers_and_keeps_the_checkpoint(tmp_path):
+    out = tmp_path / "terminated"
+    marker = f"ENABLEBOT_TEST_MARK={os.getpid()}-{time.time_ns()}"
+    env = dict(os.environ, ENABLEBOT_TEST_MARK=marker.split("=", 1)[1])
+    proc = subprocess.Popen([sys.executable, "-m", "enablebot.cli", *sweep_args(out, "--jobs", "1", "--no-report")],
+                            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    ckpt = out / RESULTS_FILE
+    deadline = time.time() + 300
+    while time.time() < deadline and not (ckpt.exists() and ckpt.read_text().count("\n") >= 1):
+        time.sleep(0.2)
+    workers = [p for p in _processes_with(marker) if p != proc.pid]
+    assert workers, "the sweep should have a worker running its next model"
+    proc.send_signal(signal.SIGTERM)  # what `timeout` and a cancelled CI job send
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signal.SIGTERM, stderr
+    assert "rerun the same command to resume" in " ".join(stderr.split())
+    deadline = time.time() + 5  # the kernel may take a moment to reap
+    while time.time() < deadline and _processes_with(marker):
+        time.sleep(0.1)
+    assert _processes_with(marker) == [], "a worker outlived the sweep"
+    kept = load_results(ckpt)
+    assert 1 <= len(kept) < len(MODELS)
+
+
 def test_a_crashing_and_a_hanging_worker_do_not_stop_the_sweep(tmp_path):
     reg = Registry.load(ROOT / "model_registry.yaml")
     for model, hook in (("gpt2", "abort"), ("bert", "hang")):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 from pathlib import Path
 from typing import List, Optional
 
@@ -11,6 +12,17 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from .choices import DEFAULT_SWEEP_OUT, Device, Dtype, Mode, Pass, Scenario, Size, TaskKind, require_device
+
+
+def _exit_on_sigterm(err: Console, out: Path) -> None:
+    """A CI cancel or `timeout` sends SIGTERM: unwind as Ctrl-C does, so the pool kills the workers
+    still busy (each in its own session, they would outlive the sweep and keep writing caches)
+    and every finished result stays in the checkpoint."""
+    def handler(signum, _frame):
+        err.print(f"terminated (signal {signum}): finished results are kept in {out}; rerun the same command to resume")
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, handler)
 
 
 def register(app: typer.Typer) -> None:
@@ -128,6 +140,7 @@ def register(app: typer.Typer) -> None:
         todo = sum(1 for it in items if spec_key(to_spec(it, opts)) not in done)
         run = dict(jobs=jobs, max_minutes=max_minutes, durations=durations, reuse_from=reuse,
                    strict_versions=strict_versions)
+        _exit_on_sigterm(err, out)
         if not interactive(err):  # CI logs: a line per finished item, counts and ETA every few
             lines = LineProgress(err, todo, every=progress_every)
 

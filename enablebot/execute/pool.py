@@ -133,8 +133,13 @@ class WorkerPool:
                         self._retire(w)
                         workers.remove(w)
         finally:
+            # Normal end: every worker is idle and retires cleanly. Unwinding (Ctrl-C, SIGTERM, an
+            # error) leaves some mid-model: kill those now rather than wait for them.
             for w in workers:
-                self._retire(w)
+                if w.spec is not None:
+                    self._kill(w)
+                else:
+                    self._retire(w)
 
     def _collect(self, w: _Worker, ready: list) -> RunResult | None:
         assert w.spec is not None
