@@ -8,8 +8,9 @@
 #   cache:    the Inductor pass over sweeps/gpu-cache-sample.txt twice, side by side: first with an
 #             empty Inductor cache (cold), then the same models again (warm), into OUT/cache/{cold,warm}.
 #   inductor-cw: the whole Inductor pass, cold then warm, one shard (SHARD=i/n) per call so each
-#             call fits the device's 10-minute limit: run every shard, then sum the shards' walls
-#             (benchmarks/sweep_speed.py --results on the merged cold/ and warm/ directories).
+#             call fits the device's 10-minute limit. Then `enablebot sweep merge SHARD_DIRS/cold --out
+#             DIR/cold` (and warm) keeps each shard's wall, and benchmarks/sweep_speed.py --results
+#             DIR/cold prints the whole pass (the walls summed).
 #   diag:     the diagnostic scenarios (call_unpadded, call_nocache) over sweeps/gpu-diagnostics.txt,
 #             into OUT/cuda-diagnostics: which breaks need the padding or the cache.
 #   nvs:      benchmarks/naive_vs_sweep.py on the first 100 base model types, eval + train, side by side.

@@ -12,7 +12,8 @@ from enablebot.sweep.reports import summarize
 from enablebot.results import RunResult, RunSpec
 from enablebot.measure.runner import run_spec
 from enablebot.sweep.engine import SweepOptions, plan
-from enablebot.model.inputs import build_inputs, eval_dim, recipe_tensor
+from enablebot.model.inputs import build_inputs, recipe_tensor
+from enablebot.model.tensors import eval_dim
 from enablebot.model.loss import loss_from_outputs
 from enablebot.model.registry import ArchEntry, Registry
 from enablebot.model.resolve import resolve

@@ -17,7 +17,10 @@ from enablebot.measure.runner import run_spec
 from enablebot.model.build import build_model
 from enablebot.model.documented import (DocArg, doc_arg, doc_shape, documented_tensor, hidden_requirements,
                                         missing_arguments)
-from enablebot.model.inputs import Ctx, add_image_tokens, build_inputs, default_inputs, run_completing
+from enablebot.model.images import add_image_tokens
+from enablebot.model.inputs import build_inputs, default_inputs
+from enablebot.model.tensors import Ctx
+from enablebot.model.trial import run_completing
 from enablebot.model.registry import Registry
 from enablebot.model.resolve import resolve
 from enablebot.results import RunSpec
@@ -163,13 +166,13 @@ def test_pi0_builds_and_runs_without_its_hand_written_recipe(task, mode, no_entr
 
 
 def test_config_width_vector_only_for_a_width_the_config_names(no_entry):
-    from enablebot.model.inputs import _config_width_vector
+    from enablebot.model.tensors import config_width_vector
 
     class Cfg:
         max_state_dim = 12
         proprio_dim = 0  # a zero width is no width
 
     ctx = Ctx(model=None, config=Cfg(), batch=2, seq_len=8, gen=torch.Generator().manual_seed(0), out={})
-    assert _config_width_vector(ctx, "state").shape == (2, 12)
-    assert _config_width_vector(ctx, "proprio") is None
-    assert _config_width_vector(ctx, "joints") is None
+    assert config_width_vector(ctx, "state").shape == (2, 12)
+    assert config_width_vector(ctx, "proprio") is None
+    assert config_width_vector(ctx, "joints") is None

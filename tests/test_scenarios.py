@@ -197,7 +197,7 @@ TOWER_RUNS = {
 
 @pytest.mark.parametrize("model_type", sorted(TOWER_RUNS))
 def test_multimodal_call_runs_every_tower(model_type, registry):
-    from enablebot.model.inputs import special_ids
+    from enablebot.model.tensors import special_ids
 
     b, x, _ = built(model_type, registry)
     p = scenarios.plan("call", b.model, b.config, x, b.modality, "eval")

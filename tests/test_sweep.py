@@ -100,6 +100,10 @@ def test_shards_merge_to_the_same_result_as_one_sweep(full_sweep, tmp_path):
     one = load_results(full_sweep / RESULTS_FILE)
     view = lambda rs: {k: (r.verdict, r.stats.graph_breaks, [b.registry_id for b in r.graph_breaks]) for k, r in rs.items()}
     assert view(merged) == view(one)
+    # the shards' invocations travel along: sweep_speed --results sums their walls
+    runs = load_runs(tmp_path / "merged")
+    assert [r["ran"] for r in runs] == sizes
+    assert sum(r["wall_s"] for r in runs) == pytest.approx(sum(load_runs(tmp_path / f"s{i}")[0]["wall_s"] for i in (1, 2)))
 
 
 def test_resume_after_a_killed_sweep_loses_and_repeats_nothing(tmp_path):

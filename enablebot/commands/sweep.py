@@ -221,6 +221,15 @@ def register(app: typer.Typer) -> None:
             merged.update(load_results(f))
         out.mkdir(parents=True, exist_ok=True)
         write_results(out / RESULTS_FILE, merged.values())
+        # Each shard's invocations, so `benchmarks/sweep_speed.py --results OUT` sums the walls of
+        # shards run one after another (device calls); a parallel matrix's wall is its longest shard.
+        from ..fileio import atomic_write_text
+        from ..sweep.engine import RUNS_FILE
+
+        runs = [ln for d in shards if (d / RUNS_FILE).exists()
+                for ln in (d / RUNS_FILE).read_text(encoding="utf-8").splitlines() if ln.strip()]
+        if runs:
+            atomic_write_text(out / RUNS_FILE, "\n".join(runs) + "\n")
         Console(stderr=True, soft_wrap=True).print(f"{len(merged)} results from {len(shards)} shards -> {out / RESULTS_FILE}")
         if report:
             from ..sweep.reports import write_reports

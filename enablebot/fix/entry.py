@@ -161,7 +161,7 @@ def _check_shape_expr(path: str, e: Any, problems: list[str]) -> None:
 
 
 def _check_tensor(spec: Any, path: str, problems: list[str]) -> None:
-    from ..model.inputs import RULES
+    from ..model.tensors import RULES
 
     if not isinstance(spec, dict):
         problems.append(f"{path}: a tensor spec is a mapping")

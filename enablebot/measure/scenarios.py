@@ -173,7 +173,7 @@ def _logits(out: Any) -> Any:
 def _start_ids(config: Any, batch: int, device: Any = None) -> Any:
     import torch
 
-    from ..model.inputs import text_config
+    from ..model.configs import text_config
 
     start = None
     for c in (config, text_config(config)):

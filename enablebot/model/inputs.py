@@ -24,6 +24,8 @@ A registry entry's `inputs` recipe adds or replaces tensors as data:
       by_class:                       # per model class, merged over the above
         WhisperForConditionalGeneration: {drop: [decoder_attention_mask]}
 
+The rules by name are in tensors.py; real images with their placeholder tokens in images.py;
+trial forwards that complete missing arguments in trial.py.
 When neither the image path nor these inputs run, extended rules try (`add_image_tokens(...,
 extended=True)`): the image encoder deeper in the module tree, (batch, images, C, H, W) images
 counted per image, all-true pixel masks, and arguments the trial forward reports missing, shaped
@@ -37,281 +39,13 @@ shapes do not specialise on 0/1.
 
 from __future__ import annotations
 
-import ast
 import inspect
-import operator
-from dataclasses import dataclass
-from typing import Any, Callable
-
-from .configs import first_attr, text_config  # noqa: F401 - re-exported
-
-_OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
-        ast.FloorDiv: operator.floordiv, ast.Div: operator.floordiv, ast.Mod: operator.mod}
-_FUNCS = {"max": max, "min": min}
-
-
-def _attr(config: Any, path: str) -> Any:
-    obj = config
-    for part in path.split("."):
-        if isinstance(obj, dict) or (not hasattr(obj, part) and hasattr(obj, "__getitem__")):
-            obj = obj[part]  # dicts, and per-layer configs by layer type (`per_layer_config.full_attention`)
-        else:
-            obj = getattr(obj, part)
-    return obj
-
-
-def eval_dim(expr: Any, *, config: Any, batch: int, seq_len: int) -> int:
-    """Evaluate one shape entry: an int, B, S, config.x.y, or + - * // % max() min() of those."""
-    if isinstance(expr, int):
-        return expr
-    env = {"B": batch, "S": seq_len}
-
-    def ev(node: ast.AST) -> int:
-        if isinstance(node, ast.Constant) and isinstance(node.value, int):
-            return node.value
-        if isinstance(node, ast.BinOp) and type(node.op) in _OPS:
-            return _OPS[type(node.op)](ev(node.left), ev(node.right))
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _FUNCS:
-            return _FUNCS[node.func.id](*(ev(a) for a in node.args))
-        if isinstance(node, ast.Name) and node.id in env:
-            return env[node.id]
-        if isinstance(node, (ast.Attribute, ast.Name)):
-            path = ast.unparse(node)
-            if path.startswith("config."):
-                return int(_attr(config, path[len("config."):]))
-        raise ValueError(f"unsupported shape expression {expr!r}")
-
-    return ev(ast.parse(str(expr), mode="eval").body)
-
-
-# ---- what the config says ---------------------------------------------------------------
-
-
-def special_ids(config: Any) -> set[int]:
-    from .shrink import TOKEN_ID_KEYS
-
-    ids: set[int] = set()
-    for c in (config, text_config(config)):
-        for k in TOKEN_ID_KEYS:
-            v = getattr(c, k, None)
-            for x in v if isinstance(v, (list, tuple)) else [v]:
-                if isinstance(x, int) and not isinstance(x, bool) and x >= 0:
-                    ids.add(x)
-    return ids
-
-
-_IMAGE_TOKEN_KEYS = ("image_token_id", "image_token_index")
-# Where an image placeholder token is set: the text model, or the VLM that a retrieval
-# wrapper (ColPali lineage: `model.vlm`, `config.vlm_config`) embeds.
-_IMAGE_TOKEN_SUBS = ("text_config", "vlm_config")
-_VISION_SUBS = ("vision_config", "backbone_config", "encoder_config", "image_config")
-AUDIO_SUBS = ("audio_config", "encoder_config", "speech_config")
-
-
-def _image_hw(config: Any) -> tuple[int, int]:
-    size = first_attr(config, ("image_size", "img_size", "input_size"), _VISION_SUBS, 32)
-    if isinstance(size, dict):
-        return int(size.get("height", 32)), int(size.get("width", 32))
-    if isinstance(size, (list, tuple)):
-        return int(size[0]), int(size[-1])
-    return int(size), int(size)
-
-
-def _channels(config: Any) -> int:
-    return int(first_attr(config, ("num_channels", "in_channels", "in_chans", "input_channels"), _VISION_SUBS, 3))
-
-
-# ---- generic tensors by argument name --------------------------------------------------
-
-
-@dataclass
-class Ctx:
-    model: Any
-    config: Any
-    batch: int
-    seq_len: int
-    gen: Any
-    out: dict[str, Any]
-
-
-def _ids(ctx: Ctx, seq: int | None = None) -> Any:
-    import torch
-
-    config = ctx.config
-    vocab = getattr(text_config(config), "vocab_size", None) or getattr(config, "vocab_size", None) or 100
-    special = special_ids(config)
-    # Ordinary tokens only: special ids (image/audio placeholders) trigger modality merging
-    # that needs matching pixel/audio inputs, which a recipe adds explicitly.
-    ids = torch.randint(0, vocab, (ctx.batch, seq or ctx.seq_len), generator=ctx.gen)
-    safe = next((i for i in range(3, vocab) if i not in special), 0)
-    for s in special:
-        ids[ids == s] = safe
-    return ids
-
-
-def _mask_like(ctx: Ctx, name: str) -> Any:
-    import torch
-
-    base = name.replace("_attention_mask", "_input_ids").replace("attention_mask", "input_ids")
-    ref = ctx.out.get(base) if base in ctx.out else ctx.out.get("input_ids")
-    shape = tuple(ref.shape[:2]) if ref is not None else (ctx.batch, ctx.seq_len)
-    return torch.ones(shape, dtype=torch.long)
-
-
-def _pixel_values(ctx: Ctx) -> Any:
-    import torch
-
-    h, w = _image_hw(ctx.config)
-    frames = first_attr(ctx.config, ("num_frames",), _VISION_SUBS)
-    if frames:  # video models take (batch, frames, channels, height, width)
-        return torch.randn(ctx.batch, int(frames), _channels(ctx.config), h, w, generator=ctx.gen)
-    return torch.randn(ctx.batch, _channels(ctx.config), h, w, generator=ctx.gen)
-
-
-def _video(ctx: Ctx) -> Any:
-    import torch
-
-    h, w = _image_hw(ctx.config)
-    frames = int(first_attr(ctx.config, ("num_frames", "frames_per_clip"), _VISION_SUBS, 4))
-    return torch.randn(ctx.batch, frames, _channels(ctx.config), h, w, generator=ctx.gen)
-
-
-def _input_features(ctx: Ctx) -> Any:
-    """Spectrogram features. Whisper-style configs (`num_mel_bins`) take (batch, mels,
-    frames); feature-extractor-style ones (`feature_size`, `input_feat_per_channel`)
-    take (batch, frames, features)."""
-    import torch
-
-    c = ctx.config
-    src = first_attr(c, ("max_source_positions",), AUDIO_SUBS)
-    frames = 2 * int(src) if src else max(ctx.seq_len * 4, 64)
-    mels = first_attr(c, ("num_mel_bins", "n_mels"), AUDIO_SUBS)
-    if mels is None:
-        feats = first_attr(c, ("feature_size", "input_feat_per_channel", "feature_projection_input_dim"), AUDIO_SUBS)
-        if feats is not None:
-            per = int(first_attr(c, ("input_channels",), AUDIO_SUBS, 1) or 1)
-            return torch.randn(ctx.batch, frames, int(feats) * per, generator=ctx.gen)
-    return torch.randn(ctx.batch, int(mels or 80), frames, generator=ctx.gen)
-
-
-def _input_values(ctx: Ctx) -> Any:
-    """Raw waveforms; codecs with `audio_channels` take (batch, channels, samples)."""
-    import torch
-
-    ch = first_attr(ctx.config, ("audio_channels",), AUDIO_SUBS)
-    if ch:
-        return torch.randn(ctx.batch, int(ch), 4000, generator=ctx.gen)
-    return torch.randn(ctx.batch, 4000, generator=ctx.gen)
-
-
-def _zeros_like_ids(ctx: Ctx) -> Any:
-    import torch
-
-    ref = ctx.out.get("input_ids")
-    return torch.zeros(tuple(ref.shape) if ref is not None else (ctx.batch, ctx.seq_len), dtype=torch.long)
-
-
-def _bbox(ctx: Ctx) -> Any:
-    """Layout boxes (x0, y0, x1, y1) in [0, 1000] with x0 <= x1 and y0 <= y1."""
-    import torch
-
-    ref = ctx.out.get("input_ids")
-    seq = ref.shape[1] if ref is not None else ctx.seq_len
-    a = torch.randint(0, 500, (ctx.batch, seq, 2), generator=ctx.gen)
-    b = a + torch.randint(0, 500, (ctx.batch, seq, 2), generator=ctx.gen)
-    return torch.cat([a, b], dim=-1)
-
-
-def _patch_grid(ctx: Ctx) -> tuple[int, int]:
-    merge = int(first_attr(ctx.config, ("spatial_merge_size", "merge_size"), _VISION_SUBS, 1) or 1)
-    return 2 * merge, 2 * merge
-
-
-def _grid_thw(ctx: Ctx) -> Any:
-    """One image per sample as a (t, h, w) patch grid divisible by the spatial merge."""
-    import torch
-
-    h, w = _patch_grid(ctx)
-    return torch.tensor([[1, h, w]] * ctx.batch, dtype=torch.long)
-
-
-def _patchified(ctx: Ctx) -> Any:
-    """Images already cut into flattened patches, one row per patch (Qwen2-VL lineage):
-    (sum of t*h*w over images, channels * temporal_patch * patch * patch)."""
-    import torch
-
-    c = ctx.config
-    patch = int(first_attr(c, ("patch_size",), _VISION_SUBS, 14))
-    tp = int(first_attr(c, ("temporal_patch_size", "patch_temporal"), _VISION_SUBS, 1))
-    h, w = _patch_grid(ctx)
-    return torch.randn(ctx.batch * h * w, _channels(c) * tp * patch * patch, generator=ctx.gen)
-
-
-def _features_mask(ctx: Ctx) -> Any:
-    """Ones over the frames of `input_features` (whichever axis is not the feature axis)."""
-    import torch
-
-    feats = ctx.out.get("input_features")
-    if feats is None:
-        return torch.ones(ctx.batch, ctx.seq_len, dtype=torch.long)
-    mels = first_attr(ctx.config, ("num_mel_bins", "n_mels"), AUDIO_SUBS)
-    frames = feats.shape[-1] if mels is not None and feats.shape[1] == int(mels) else feats.shape[1]
-    return torch.ones(feats.shape[0], frames, dtype=torch.long)
-
-
-def _embeds(ctx: Ctx) -> Any:
-    """Hidden-state inputs a forward requires (`inputs_embeds`, `*_embeds`, `*hidden_states`):
-    (batch, seq, hidden) of the text model."""
-    import torch
-
-    tc = text_config(ctx.config)
-    hidden = first_attr(tc, ("hidden_size", "d_model", "n_embd", "dim")) or first_attr(ctx.config, ("hidden_size", "d_model"), (), 64)
-    return torch.randn(ctx.batch, ctx.seq_len, int(hidden), generator=ctx.gen)
-
-
-def rule_for(name: str) -> Callable[[Ctx], Any] | None:
-    """The generic rule for an argument name: exact names first, then name patterns."""
-    if name in RULES:
-        return RULES[name]
-    if name.endswith("_embeds") or name.endswith("hidden_states"):
-        return _embeds
-    if name.startswith("prompt_") and name[len("prompt_"):] in RULES:
-        return RULES[name[len("prompt_"):]]  # prompt images/masks shaped like the inputs
-    return None
-
-
-def _merge_sizes(ctx: Ctx) -> Any:
-    import torch
-
-    merge = int(first_attr(ctx.config, ("spatial_merge_size", "merge_size"), _VISION_SUBS, 1) or 1)
-    return torch.full((ctx.batch,), merge, dtype=torch.long)
-
-
-def _decoder_ids(ctx: Ctx) -> Any:
-    return _ids(ctx, max(ctx.seq_len // 2, 2))
-
-
-RULES: dict[str, Callable[[Ctx], Any]] = {
-    "input_ids": _ids,
-    "qformer_input_ids": _ids,
-    "decoder_input_ids": _decoder_ids,
-    "attention_mask": lambda ctx: _mask_like(ctx, "attention_mask"),
-    "qformer_attention_mask": lambda ctx: _mask_like(ctx, "qformer_attention_mask"),
-    "token_type_ids": _zeros_like_ids,
-    "pixel_values": _pixel_values,
-    "pixel_values_videos": _video,
-    "input_features": _input_features,
-    "input_values": _input_values,
-    "bbox": _bbox,
-    "grid_thw": _grid_thw,
-    "image_grid_thw": _grid_thw,
-    "patchified": _patchified,
-    "merge_sizes": _merge_sizes,
-    "input_features_mask": _features_mask,
-    "inputs_embeds": _embeds,
-    "masks": _pixel_values,
-}
-
+from typing import Any
+
+from .configs import first_attr, text_config
+from .images import add_image_tokens
+from .tensors import IMAGE_TOKEN_KEYS, IMAGE_TOKEN_SUBS, RULES, Ctx, config_width_vector, eval_dim, rule_for
+from .trial import run_completing, runs
 
 def _required(model: Any) -> list[str]:
     out = []
@@ -346,7 +80,7 @@ def wanted_inputs(model: Any, config: Any, modality: str) -> list[str]:
     # Dual encoders (CLIP-like: text and image towers, no image placeholder token) run
     # both towers; models that merge images at placeholder tokens get text only unless a
     # recipe adds images with their tokens.
-    has_image_token = first_attr(config, _IMAGE_TOKEN_KEYS, _IMAGE_TOKEN_SUBS) is not None
+    has_image_token = first_attr(config, IMAGE_TOKEN_KEYS, IMAGE_TOKEN_SUBS) is not None
     if not has_image_token and {"input_ids", "pixel_values"} <= params and ({"input_ids", "pixel_values"} & set(names)):
         want("input_ids")
         want("pixel_values")
@@ -362,289 +96,6 @@ def wanted_inputs(model: Any, config: Any, modality: str) -> list[str]:
     if getattr(config, "is_encoder_decoder", False):
         want("decoder_input_ids")
     return names
-
-
-def _image_features_fn(model: Any, deep: bool = False) -> Any:
-    vlm = getattr(model, "vlm", None)  # retrieval wrappers around a VLM
-    for obj in (model, getattr(model, "model", None), vlm, getattr(vlm, "model", None)):
-        fn = getattr(obj, "get_image_features", None)
-        if fn is not None:
-            return fn
-    # Deeper wrappers (a policy or a head around a model around a VLM: `model.model.vlm`):
-    # the first sub-module, in module order, that has one.
-    for m in model.modules() if deep else ():
-        fn = getattr(m, "get_image_features", None)
-        if fn is not None:
-            return fn
-    return None
-
-
-def image_token_count(model: Any, ctx: Ctx, extended: bool = False) -> int | None:
-    """How many placeholder tokens one image takes: the rows of projected image features
-    (`get_image_features(...).pooler_output`, per image) the model merges into the text.
-    None when the model has no such function or it does not run on these inputs."""
-    import torch
-
-    fn = _image_features_fn(model, deep=extended)
-    if fn is None:
-        return None
-    kwargs = {}
-    for name, p in inspect.signature(fn).parameters.items():
-        if name in ctx.out:
-            kwargs[name] = ctx.out[name]
-        elif p.default is p.empty and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY):
-            rule = rule_for(name)
-            if rule is None:
-                return None
-            kwargs[name] = ctx.out[name] = rule(ctx)
-    calls = [(kwargs, ctx.batch, 1)]
-    pv = kwargs.get("pixel_values")
-    if extended and torch.is_tensor(pv) and pv.dim() == 5:
-        # (batch, images, C, H, W) for a model whose image encoder takes (images, C, H, W) and
-        # which flattens the image axis itself (multi-camera policies): count per image, times images.
-        calls.append(({**kwargs, "pixel_values": pv.flatten(0, 1)}, pv.shape[0] * pv.shape[1], int(pv.shape[1])))
-    for call_kwargs, images, per_sample in calls:
-        try:
-            with torch.no_grad():
-                out = fn(**call_kwargs)
-        except Exception:
-            continue
-        n = _feature_rows(out, images)
-        return n * per_sample if n is not None else None
-    return None
-
-
-def _feature_rows(out: Any, images: int) -> int | None:
-    """Rows of image features per image (or per sample) in an image-features output."""
-    import torch
-
-    feats = out.get("pooler_output") if hasattr(out, "get") else out
-    if feats is None and hasattr(out, "get"):  # models merging the encoder output itself (Llama 4)
-        feats = out.get("last_hidden_state")
-    if isinstance(feats, (list, tuple)) and feats and torch.is_tensor(feats[0]):
-        return int(feats[0].shape[0]) if feats[0].dim() == 2 else int(feats[0].shape[-2])
-    if torch.is_tensor(feats):
-        return int(feats.shape[1]) if feats.dim() == 3 else int(feats.shape[0]) // images
-    return None
-
-
-def add_image_tokens(model: Any, ctx: Ctx, extended: bool = False) -> bool:
-    """Give a model that merges images at placeholder tokens real images: pixel values and,
-    in every sample, as many placeholder tokens as one image's features. False (and
-    nothing added) when the count cannot be found: the text-only path is used.
-
-    `extended` (for a model whose text-only forward does not run either) also looks for the
-    image encoder deeper in the module tree, counts (batch, images, C, H, W) images through
-    an encoder that takes (images, C, H, W), tries all-true pixel masks, and completes
-    arguments the trial forward reports missing (`run_completing`)."""
-    import torch
-
-    token = first_attr(ctx.config, _IMAGE_TOKEN_KEYS, _IMAGE_TOKEN_SUBS)
-    ids = ctx.out.get("input_ids")
-    if token is None or ids is None:
-        return False
-    saved = dict(ctx.out)
-    for layout in _image_layouts(model, ctx, "pixel_values" in saved, extended):
-        ctx.out.clear()
-        ctx.out.update(saved)
-        ctx.out.update(layout)
-        n = image_token_count(model, ctx, extended)
-        if not n:
-            continue
-        seq = max(ids.shape[1], n + 8)
-        new_ids = _ids(ctx, seq)
-        new_ids[:, 1:1 + n] = int(token)
-        ctx.out["input_ids"] = new_ids
-        if "mm_token_type_ids" in inspect.signature(model.forward).parameters:
-            # what the processor returns beside input_ids: 1 at image tokens (M-RoPE needs it)
-            ctx.out["mm_token_type_ids"] = (new_ids == int(token)).long()
-        if "attention_mask" in ctx.out:
-            ctx.out["attention_mask"] = torch.ones(new_ids.shape, dtype=torch.long)
-        if (run_completing(model, ctx) if extended else _runs(model, ctx.out)):  # else the count was wrong
-            return True
-    ctx.out.clear()
-    ctx.out.update(saved)
-    return False
-
-
-def _image_layouts(model: Any, ctx: Ctx, given: bool, extended: bool = False) -> list[dict[str, Any]]:
-    """Image tensors to try, in order: as given (a recipe's), one image per sample
-    (batch, C, H, W); patchified with a (t, h, w) grid where the image-features function
-    takes `image_grid_thw` (Qwen2-VL lineage); (batch, images=1, C, H, W) for models
-    that take several images per sample (Idefics3/SmolVLM lineage)."""
-    if given:
-        return [{}]
-    fn = _image_features_fn(model, deep=extended)
-    params = set(inspect.signature(fn).parameters) if fn is not None else set()
-    params |= set(inspect.signature(model.forward).parameters)
-    plain = _pixel_values(ctx)
-    out: list[dict[str, Any]] = []
-    if "image_grid_thw" in params:
-        out.append({"pixel_values": _patchified(ctx), "image_grid_thw": _grid_thw(ctx)})
-    if "image_sizes" in params and plain.dim() == 4 and _anyres_tiles(ctx):
-        out.append({"pixel_values": _anyres(ctx, plain), "image_sizes": _image_sizes(ctx)})
-    out.append({"pixel_values": plain})
-    if plain.dim() == 4:
-        out.append({"pixel_values": plain.unsqueeze(1)})
-    # Then each layout with a pixel mask, for forwards that need one to run (all true: no
-    # padded image or camera). Last, so that a layout that runs without one keeps running so.
-    masks = [n for n in _PIXEL_MASKS if extended and n in inspect.signature(model.forward).parameters
-             and n not in ctx.out]
-    out += [{**layout, name: mask} for layout in list(out) for name in masks
-            for mask in _pixel_masks(layout["pixel_values"])]
-    return out
-
-
-_PIXEL_MASKS = ("pixel_attention_mask", "pixel_mask")
-
-
-def _pixel_masks(pixel_values: Any) -> list[Any]:
-    """All-true masks a pixel tensor may come with: per image ((batch, images), the
-    multi-camera layout) or per pixel ((batch, [images,] H, W))."""
-    import torch
-
-    shape = tuple(pixel_values.shape)
-    if len(shape) == 5:  # (batch, images, C, H, W)
-        return [torch.ones(shape[:2], dtype=torch.bool), torch.ones(shape[:2] + shape[3:], dtype=torch.bool)]
-    if len(shape) == 4:  # (batch, C, H, W)
-        return [torch.ones(shape[:1] + shape[2:], dtype=torch.bool)]
-    return []
-
-
-def _runs(model: Any, inputs: dict[str, Any]) -> bool:
-    """One no-grad forward, leaving the model's mode and the RNG as they were."""
-    return _trial(model, inputs) is None
-
-
-def _trial(model: Any, inputs: dict[str, Any]) -> Exception | None:
-    """One no-grad forward (mode and RNG left as they were): None, or what it raised."""
-    import torch
-
-    training = model.training
-    try:
-        with torch.random.fork_rng(), torch.no_grad():
-            model.eval()
-            model(**inputs)
-        return None
-    except Exception as e:  # noqa: BLE001 - any failure means "not these inputs"
-        return e
-    finally:
-        model.train(training)
-
-
-def run_completing(model: Any, ctx: Ctx, rounds: int = 4) -> bool:
-    """A trial forward of `ctx.out`. Arguments it reports missing (a sub-model's, reaching it
-    through the top forward's `**kwargs`, so in no signature of the top model) are added, as
-    the sub-model that requires them documents their shape, else by the rule for their name,
-    and the forward is tried again. Additions stay only when the forward then runs."""
-    from .documented import missing_arguments
-
-    added: list[str] = []
-    for _ in range(rounds):
-        err = _trial(model, ctx.out)
-        if err is None:
-            return True
-        names = [n for n in missing_arguments(err) if n not in ctx.out]
-        tensors = {n: _missing_tensor(model, n, ctx) for n in names}
-        if not tensors or any(t is None for t in tensors.values()):
-            break
-        ctx.out.update(tensors)
-        added += names
-    for n in added:
-        ctx.out.pop(n, None)
-    return False
-
-
-def _missing_tensor(model: Any, name: str, ctx: Ctx) -> Any:
-    from .documented import declaring_modules, documented_tensor
-
-    for m in declaring_modules(model, name):
-        t = documented_tensor(m, name, config=getattr(m, "config", ctx.config), batch=ctx.batch,
-                              seq_len=ctx.seq_len, gen=ctx.gen)
-        if t is not None:
-            return t
-    rule = rule_for(name)
-    return rule(ctx) if rule is not None else None
-
-
-def _config_width_vector(ctx: Ctx, name: str) -> Any:
-    """(batch, width) floats for an argument the config gives a width by its name:
-    `<name>_dim` or `max_<name>_dim` (shorter vectors are zero-padded to the max). None otherwise."""
-    import torch
-
-    width = first_attr(ctx.config, (f"{name}_dim", f"max_{name}_dim"))
-    if not isinstance(width, int) or width <= 0:
-        return None
-    return torch.randn(ctx.batch, width, generator=ctx.gen)
-
-
-def _image_sizes(ctx: Ctx) -> Any:
-    import torch
-
-    h, w = _image_hw(ctx.config)
-    return torch.tensor([[h, w]] * ctx.batch, dtype=torch.long)
-
-
-RULES["image_sizes"] = _image_sizes
-
-
-def _anyres_tiles(ctx: Ctx) -> int:
-    """Tiles of one image under the config's `image_grid_pinpoints` (LLaVA-NeXT "anyres"):
-    the processor resizes the image to the best pinpoint and cuts it into image-size tiles.
-    0 when the config has no pinpoints."""
-    pins = first_attr(ctx.config, ("image_grid_pinpoints",))
-    if not (isinstance(pins, (list, tuple)) and pins):
-        return 0
-    try:
-        from transformers.image_processing_utils import select_best_resolution
-    except ImportError:  # older transformers: the first pinpoint
-        def select_best_resolution(_size: Any, pinpoints: Any) -> Any:
-            return pinpoints[0]
-    h, w = _image_hw(ctx.config)
-    bh, bw = select_best_resolution((h, w), [tuple(p) for p in pins])
-    return -(-bh // h) * -(-bw // w)  # tiles cover the resized image (ceil), as image_size_to_num_patches counts
-
-
-def _anyres(ctx: Ctx, plain: Any) -> Any:
-    """(batch, 1 + tiles, C, H, W): the resized whole image, then its tiles."""
-    import torch
-
-    n = 1 + _anyres_tiles(ctx)
-    return torch.randn(plain.shape[0], n, *plain.shape[1:], generator=ctx.gen)
-
-
-def _image_token_mask(ctx: Ctx) -> Any:
-    """1 at image placeholder tokens, else 0: the token types some processors return beside
-    `input_ids` (Gemma 3's `token_type_ids`; what `mm_token_type_ids` is elsewhere)."""
-    token = first_attr(ctx.config, _IMAGE_TOKEN_KEYS, _IMAGE_TOKEN_SUBS)
-    ids = ctx.out.get("input_ids")
-    if ids is None:
-        return _zeros_like_ids(ctx)
-    return (ids == int(token)).long() if token is not None else _zeros_like_ids(ctx)
-
-
-RULES["image_token_mask"] = _image_token_mask
-
-
-def _flattened_patches(ctx: Ctx) -> Any:
-    """Variable-resolution patches (Pix2Struct, Kosmos-2.5): (batch, patches, 2 + patch
-    features), where columns 0 and 1 are the patch's 1-based row and column in its grid
-    (they index position embeddings, so they must be small non-negative integers)."""
-    import math
-
-    import torch
-
-    feats = int(first_attr(ctx.config, ("patch_embed_hidden_size",), _VISION_SUBS, 768))
-    n = 16
-    side = math.isqrt(n)
-    idx = torch.arange(n)
-    rows = (idx // side + 1).float().expand(ctx.batch, n)
-    cols = (idx % side + 1).float().expand(ctx.batch, n)
-    pixels = torch.randn(ctx.batch, n, feats, generator=ctx.gen)
-    return torch.cat([rows[..., None], cols[..., None], pixels], dim=-1)
-
-
-RULES["flattened_patches"] = _flattened_patches
 
 
 def default_inputs(model: Any, config: Any, modality: str, *, batch: int, seq_len: int, gen: Any,
@@ -665,7 +116,7 @@ def default_inputs(model: Any, config: Any, modality: str, *, batch: int, seq_le
             # per-sample vector as wide as the config's width for that name (`state`: max_state_dim).
             t = documented_tensor(model, name, config=config, batch=batch, seq_len=seq_len, gen=gen)
             if t is None:
-                t = _config_width_vector(ctx, name)
+                t = config_width_vector(ctx, name)
             if t is None:
                 raise ValueError(f"no generic input for {type(model).__name__}.{name}; "
                                  "add an `inputs` recipe to the registry")
@@ -675,10 +126,10 @@ def default_inputs(model: Any, config: Any, modality: str, *, batch: int, seq_le
     params = inspect.signature(model.forward).parameters
     with_images = False
     merges_images = "pixel_values" in params and "pixel_values" not in skip \
-        and first_attr(config, _IMAGE_TOKEN_KEYS, _IMAGE_TOKEN_SUBS) is not None
+        and first_attr(config, IMAGE_TOKEN_KEYS, IMAGE_TOKEN_SUBS) is not None
     if merges_images and "input_ids" in ctx.out:
         with_images = add_image_tokens(model, ctx)
-    if merges_images and not with_images and not _runs(model, ctx.out):
+    if merges_images and not with_images and not runs(model, ctx.out):
         # Neither images by the rules above nor these inputs run: the extended image rules,
         # with the text that carries the image placeholders where the main input is another
         # (a policy's robot `state`).
@@ -774,7 +225,7 @@ def build_inputs(model: Any, config: Any, modality: str, recipe: dict[str, Any] 
     # after the kwargs, which the trial forward in add_image_tokens needs too.
     given = recipe.get("tensors") or {}
     if "pixel_values" in given and "input_ids" in out and "input_ids" not in given \
-            and first_attr(config, _IMAGE_TOKEN_KEYS, _IMAGE_TOKEN_SUBS) is not None:
+            and first_attr(config, IMAGE_TOKEN_KEYS, IMAGE_TOKEN_SUBS) is not None:
         add_image_tokens(model, ctx)
     if recipe.get("tokens"):
         place_tokens(ctx, recipe["tokens"])
@@ -796,7 +247,7 @@ def place_tokens(ctx: Ctx, tokens: dict[str, Any]) -> None:
         raise ValueError("inputs recipe `tokens` needs input_ids")
     pos = 1
     for key, expr in tokens.items():
-        token = first_attr(ctx.config, (key,), _IMAGE_TOKEN_SUBS)
+        token = first_attr(ctx.config, (key,), IMAGE_TOKEN_SUBS)
         if not isinstance(token, int):
             raise ValueError(f"inputs recipe `tokens`: the config has no token id {key!r}")
         n = eval_dim(expr, config=ctx.config, batch=ctx.batch, seq_len=ctx.seq_len)

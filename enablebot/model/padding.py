@@ -52,7 +52,7 @@ def is_decoder_only_generative(model: Any, config: Any) -> bool:
 def _pad_id(model: Any, config: Any) -> int:
     """The config's pad token, if the input embedding has a row for it (encoder-decoders
     may name the decoder's pad, outside the encoder's vocabulary); else 0."""
-    from .inputs import text_config
+    from .configs import text_config
 
     try:
         vocab = int(model.get_input_embeddings().num_embeddings)
@@ -90,7 +90,7 @@ def _trailing_ordinary(ids: Any, special: set[int]) -> int:
 def pad_text(model: Any, config: Any, inputs: dict[str, Any]) -> tuple[dict[str, Any], Padding]:
     import torch
 
-    from .inputs import special_ids
+    from .tensors import special_ids
 
     ids = inputs.get("input_ids")
     if not (torch.is_tensor(ids) and ids.dim() == 2 and not ids.is_floating_point()):
@@ -138,7 +138,8 @@ def pad_text(model: Any, config: Any, inputs: dict[str, Any]) -> tuple[dict[str,
 def _frames_axis(t: Any, config: Any) -> int:
     """The time axis of an audio tensor: last for waveforms and (batch, mels, frames)
     features, 1 for (batch, frames, features)."""
-    from .inputs import AUDIO_SUBS, first_attr
+    from .configs import first_attr
+    from .tensors import AUDIO_SUBS
 
     if t.dim() == 2:
         return 1
@@ -207,7 +208,7 @@ AUDIO_TOKEN_KEYS = ("audio_token_id", "audio_token_index")
 def _has_audio_placeholders(config: Any, inputs: dict[str, Any]) -> bool:
     import torch
 
-    from .inputs import first_attr
+    from .configs import first_attr
 
     ids = inputs.get("input_ids")
     token = first_attr(config, AUDIO_TOKEN_KEYS, ("text_config",))

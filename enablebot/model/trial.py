@@ -1,0 +1,66 @@
+"""Trial forwards: does a model run on these inputs, and what does it say is missing?
+
+`run_completing` adds the arguments a sub-model reports missing (documented shapes, else the
+rule for the name) until the forward runs, and keeps them only if it does.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .tensors import Ctx, rule_for
+
+def runs(model: Any, inputs: dict[str, Any]) -> bool:
+    """One no-grad forward, leaving the model's mode and the RNG as they were."""
+    return trial_forward(model, inputs) is None
+
+
+def trial_forward(model: Any, inputs: dict[str, Any]) -> Exception | None:
+    """One no-grad forward (mode and RNG left as they were): None, or what it raised."""
+    import torch
+
+    training = model.training
+    try:
+        with torch.random.fork_rng(), torch.no_grad():
+            model.eval()
+            model(**inputs)
+        return None
+    except Exception as e:  # noqa: BLE001 - any failure means "not these inputs"
+        return e
+    finally:
+        model.train(training)
+
+
+def run_completing(model: Any, ctx: Ctx, rounds: int = 4) -> bool:
+    """A trial forward of `ctx.out`. Arguments it reports missing (a sub-model's, reaching it
+    through the top forward's `**kwargs`, so in no signature of the top model) are added, as
+    the sub-model that requires them documents their shape, else by the rule for their name,
+    and the forward is tried again. Additions stay only when the forward then runs."""
+    from .documented import missing_arguments
+
+    added: list[str] = []
+    for _ in range(rounds):
+        err = trial_forward(model, ctx.out)
+        if err is None:
+            return True
+        names = [n for n in missing_arguments(err) if n not in ctx.out]
+        tensors = {n: _missing_tensor(model, n, ctx) for n in names}
+        if not tensors or any(t is None for t in tensors.values()):
+            break
+        ctx.out.update(tensors)
+        added += names
+    for n in added:
+        ctx.out.pop(n, None)
+    return False
+
+
+def _missing_tensor(model: Any, name: str, ctx: Ctx) -> Any:
+    from .documented import declaring_modules, documented_tensor
+
+    for m in declaring_modules(model, name):
+        t = documented_tensor(m, name, config=getattr(m, "config", ctx.config), batch=ctx.batch,
+                              seq_len=ctx.seq_len, gen=ctx.gen)
+        if t is not None:
+            return t
+    rule = rule_for(name)
+    return rule(ctx) if rule is not None else None
