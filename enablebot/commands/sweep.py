@@ -223,13 +223,14 @@ def register(app: typer.Typer) -> None:
         write_results(out / RESULTS_FILE, merged.values())
         # Each shard's invocations, so `benchmarks/sweep_speed.py --results OUT` sums the walls of
         # shards run one after another (device calls); a parallel matrix's wall is its longest shard.
-        from ..fileio import atomic_write_text
-        from ..sweep.engine import RUNS_FILE
+        import json
 
-        runs = [ln for d in shards if (d / RUNS_FILE).exists()
-                for ln in (d / RUNS_FILE).read_text(encoding="utf-8").splitlines() if ln.strip()]
+        from ..fileio import atomic_write_text
+        from ..sweep.engine import RUNS_FILE, load_runs
+
+        runs = [r for d in shards if (d / RUNS_FILE).exists() for r in load_runs(d)]
         if runs:
-            atomic_write_text(out / RUNS_FILE, "\n".join(runs) + "\n")
+            atomic_write_text(out / RUNS_FILE, "".join(json.dumps(r) + "\n" for r in runs))
         Console(stderr=True, soft_wrap=True).print(f"{len(merged)} results from {len(shards)} shards -> {out / RESULTS_FILE}")
         if report:
             from ..sweep.reports import write_reports

@@ -103,16 +103,16 @@ def plan(name: str, model: Any, config: Any, inputs: dict, modality: str, mode: 
 # ---- call ------------------------------------------------------------------------------
 
 
-def plan_call(model: Any, config: Any, inputs: dict) -> ScenarioPlan:
+def plan_call(model: Any, config: Any, inputs: dict, name: str = "call", **extra: Any) -> ScenarioPlan:
+    """The user call on a padded batch; `extra` arguments make a diagnostic variant of it."""
     padded, info = pad_batch(model, config, inputs)
-    return ScenarioPlan("call", steps=[Step("call", fresh(padded))], padding=info)
+    return ScenarioPlan(name, steps=[Step("call", fresh({**padded, **extra}))], padding=info)
 
 
 def plan_call_nocache(model: Any, config: Any, inputs: dict) -> ScenarioPlan:
     if "use_cache" not in forward_params(model):
         return ScenarioPlan("call_nocache", skip_reason=f"{type(model).__name__}.forward takes no use_cache")
-    padded, info = pad_batch(model, config, inputs)
-    return ScenarioPlan("call_nocache", steps=[Step("call", fresh({**padded, "use_cache": False}))], padding=info)
+    return plan_call(model, config, inputs, "call_nocache", use_cache=False)
 
 
 # ---- decode ----------------------------------------------------------------------------

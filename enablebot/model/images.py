@@ -13,7 +13,7 @@ import inspect
 from typing import Any
 
 from .configs import first_attr
-from .tensors import IMAGE_TOKEN_KEYS, IMAGE_TOKEN_SUBS, RULES, Ctx, image_hw, rule_for, token_ids
+from .tensors import RULES, Ctx, image_hw, image_token, rule_for, token_ids
 from .trial import run_completing, runs
 
 def _image_features_fn(model: Any, deep: bool = False) -> Any:
@@ -91,7 +91,7 @@ def add_image_tokens(model: Any, ctx: Ctx, extended: bool = False) -> bool:
     arguments the trial forward reports missing (`run_completing`)."""
     import torch
 
-    token = first_attr(ctx.config, IMAGE_TOKEN_KEYS, IMAGE_TOKEN_SUBS)
+    token = image_token(ctx.config)
     ids = ctx.out.get("input_ids")
     if token is None or ids is None:
         return False

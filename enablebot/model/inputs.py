@@ -44,7 +44,7 @@ from typing import Any
 
 from .configs import first_attr, text_config
 from .images import add_image_tokens
-from .tensors import IMAGE_TOKEN_KEYS, IMAGE_TOKEN_SUBS, RULES, Ctx, config_width_vector, eval_dim, rule_for
+from .tensors import IMAGE_TOKEN_SUBS, RULES, Ctx, config_width_vector, eval_dim, image_token, rule_for
 from .trial import run_completing, runs
 
 def _required(model: Any) -> list[str]:
@@ -80,7 +80,7 @@ def wanted_inputs(model: Any, config: Any, modality: str) -> list[str]:
     # Dual encoders (CLIP-like: text and image towers, no image placeholder token) run
     # both towers; models that merge images at placeholder tokens get text only unless a
     # recipe adds images with their tokens.
-    has_image_token = first_attr(config, IMAGE_TOKEN_KEYS, IMAGE_TOKEN_SUBS) is not None
+    has_image_token = image_token(config) is not None
     if not has_image_token and {"input_ids", "pixel_values"} <= params and ({"input_ids", "pixel_values"} & set(names)):
         want("input_ids")
         want("pixel_values")
@@ -126,7 +126,7 @@ def default_inputs(model: Any, config: Any, modality: str, *, batch: int, seq_le
     params = inspect.signature(model.forward).parameters
     with_images = False
     merges_images = "pixel_values" in params and "pixel_values" not in skip \
-        and first_attr(config, IMAGE_TOKEN_KEYS, IMAGE_TOKEN_SUBS) is not None
+        and image_token(config) is not None
     if merges_images and "input_ids" in ctx.out:
         with_images = add_image_tokens(model, ctx)
     if merges_images and not with_images and not runs(model, ctx.out):
@@ -225,7 +225,7 @@ def build_inputs(model: Any, config: Any, modality: str, recipe: dict[str, Any] 
     # after the kwargs, which the trial forward in add_image_tokens needs too.
     given = recipe.get("tensors") or {}
     if "pixel_values" in given and "input_ids" in out and "input_ids" not in given \
-            and first_attr(config, IMAGE_TOKEN_KEYS, IMAGE_TOKEN_SUBS) is not None:
+            and image_token(config) is not None:
         add_image_tokens(model, ctx)
     if recipe.get("tokens"):
         place_tokens(ctx, recipe["tokens"])

@@ -79,6 +79,15 @@ VISION_SUBS = ("vision_config", "backbone_config", "encoder_config", "image_conf
 AUDIO_SUBS = ("audio_config", "encoder_config", "speech_config")
 
 
+def image_token(config: Any) -> Any:
+    """The image placeholder token id, if the model merges images into its text; else None."""
+    return first_attr(config, IMAGE_TOKEN_KEYS, IMAGE_TOKEN_SUBS)
+
+
+def _spatial_merge(config: Any) -> int:
+    return int(first_attr(config, ("spatial_merge_size", "merge_size"), VISION_SUBS, 1) or 1)
+
+
 def image_hw(config: Any) -> tuple[int, int]:
     size = first_attr(config, ("image_size", "img_size", "input_size"), VISION_SUBS, 32)
     if isinstance(size, dict):
@@ -194,7 +203,7 @@ def _bbox(ctx: Ctx) -> Any:
 
 
 def _patch_grid(ctx: Ctx) -> tuple[int, int]:
-    merge = int(first_attr(ctx.config, ("spatial_merge_size", "merge_size"), VISION_SUBS, 1) or 1)
+    merge = _spatial_merge(ctx.config)
     return 2 * merge, 2 * merge
 
 
@@ -254,8 +263,7 @@ def rule_for(name: str) -> Callable[[Ctx], Any] | None:
 def _merge_sizes(ctx: Ctx) -> Any:
     import torch
 
-    merge = int(first_attr(ctx.config, ("spatial_merge_size", "merge_size"), VISION_SUBS, 1) or 1)
-    return torch.full((ctx.batch,), merge, dtype=torch.long)
+    return torch.full((ctx.batch,), _spatial_merge(ctx.config), dtype=torch.long)
 
 
 def _decoder_ids(ctx: Ctx) -> Any:
@@ -308,7 +316,7 @@ RULES["image_sizes"] = _image_sizes
 def _image_token_mask(ctx: Ctx) -> Any:
     """1 at image placeholder tokens, else 0: the token types some processors return beside
     `input_ids` (Gemma 3's `token_type_ids`; what `mm_token_type_ids` is elsewhere)."""
-    token = first_attr(ctx.config, IMAGE_TOKEN_KEYS, IMAGE_TOKEN_SUBS)
+    token = image_token(ctx.config)
     ids = ctx.out.get("input_ids")
     if ids is None:
         return _zeros_like_ids(ctx)
