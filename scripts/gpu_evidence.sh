@@ -10,7 +10,8 @@
 #   inductor-cw: the whole Inductor pass, cold then warm, one shard (SHARD=i/n) per call so each
 #             call fits the device's 10-minute limit. Then `enablebot sweep merge SHARD_DIRS/cold --out
 #             DIR/cold` (and warm) keeps each shard's wall, and benchmarks/sweep_speed.py --results
-#             DIR/cold prints the whole pass (the walls summed).
+#             DIR/cold prints the whole pass (the walls summed). Longest first by the H200 Dynamo
+#             pass's durations (same scenarios; replayed on shard 1/6: 193 s against 239 s in hash order).
 #   diag:     the diagnostic scenarios (call_unpadded, call_nocache) over sweeps/gpu-diagnostics.txt,
 #             into OUT/cuda-diagnostics: which breaks need the padding or the cache.
 #   nvs:      benchmarks/naive_vs_sweep.py on the first 100 base model types, eval + train, side by side.
@@ -42,7 +43,7 @@ case $part in
     # The call's own limit must not take the results with it: stop the benchmark first, then pack.
     timeout "${LIMIT:-550}" $py benchmarks/sweep_speed.py --cold-warm --out "$d" -- --pass inductor --device cuda \
       --mode eval --task main --jobs "${JOBS:-12}" --repeats 10 --timeout "${TIMEOUT:-120}" --no-report \
-      --max-minutes "$minutes" --shard "$SHARD" --durations-from results/gpu/cuda-inductor-tiny
+      --max-minutes "$minutes" --shard "$SHARD" --durations-from results/gpu/cuda-dynamo-default
     du -sh "$d/inductor-cache"; rm -rf "$d/inductor-cache" "$d"/*/logs
     tar czf "$d.tar.gz" -C "$out" "$(basename "$d")" && rm -rf "$d" ;;
   diag)

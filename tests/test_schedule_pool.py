@@ -10,7 +10,7 @@ import pytest
 from enablebot.execute.pool import WorkerPool
 from enablebot.model.registry import ArchEntry, Registry
 from enablebot.results import RunResult, RunSpec
-from enablebot.sweep.schedule import estimator, item_key, load_durations, longest_first
+from enablebot.sweep.schedule import durations_for, estimator, item_key, load_durations, longest_first, work_order
 
 from conftest import ROOT
 
@@ -39,6 +39,30 @@ def test_durations_come_only_from_the_same_pass_and_device_and_a_torn_line_is_sk
     assert item_key(rows[2].spec) in load_durations(f)
     with pytest.raises(FileNotFoundError):
         load_durations(tmp_path / "nope")
+
+
+def test_durations_fall_back_to_another_pass_of_the_same_device_never_another_device(tmp_path):
+    rows = [RunResult(spec=spec("llama", fast=True, device="cuda"), verdict="full_graph", duration_s=3.0),
+            RunResult(spec=spec("gpt2", fast=True, device="cuda"), verdict="full_graph", duration_s=9.0),
+            RunResult(spec=spec("bert", fast=True), verdict="full_graph", duration_s=5.0)]
+    (tmp_path / "results.jsonl").write_text("".join(json.dumps(r.to_dict()) + "\n" for r in rows))
+    # No inductor results on cuda: the dynamo pass's cuda durations rank the work, and say so.
+    assert durations_for(tmp_path, pass_name="inductor", device="cuda") == (
+        {"llama|base|eval|call": 3.0, "gpt2|base|eval|call": 9.0}, "dynamo")
+    assert durations_for(tmp_path, pass_name="dynamo", device="cpu") == ({"bert|base|eval|call": 5.0}, "dynamo")
+    assert durations_for(tmp_path, pass_name="inductor", device="mps") == ({}, None)
+
+
+def test_passed_durations_order_a_time_boxed_sweep_but_its_own_history_does_not():
+    todo = [spec("a"), spec("b"), spec("c"), spec("d")]
+    passed = {"c|base|eval|call": 30.0, "b|base|eval|call": 20.0, "a|base|eval|call": 1.0}
+    history = {"d|base|eval|call": 99.0}  # the checkpoint's own: d ran before
+    names = lambda specs: [s.model_id for s in specs]  # noqa: E731
+    # Time-boxed: only the passed durations count (d, unknown to them, gets their median, 20 s).
+    assert names(work_order(todo, durations=passed, history=history, time_boxed=True)) == ["c", "b", "d", "a"]
+    assert names(work_order(todo, durations=None, history=history, time_boxed=True)) == ["a", "b", "c", "d"]
+    assert names(work_order(todo, durations=passed, history=history, time_boxed=False)) == ["d", "c", "b", "a"]
+    assert names(work_order(todo, durations=None, history={}, time_boxed=False)) == ["a", "b", "c", "d"]
 
 
 def test_sweep_refuses_a_missing_durations_file(tmp_path):

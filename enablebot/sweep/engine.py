@@ -187,13 +187,13 @@ def run_sweep(items: list[SweepItem], opts: SweepOptions, out_dir: Path, *, jobs
               durations: dict[str, float] | None = None, reuse_from: Path | None = None,
               strict_versions: bool = False) -> SweepStats:
     """Run `items`, checkpointing each result. `durations` (item key -> seconds of the same pass,
-    schedule.load_durations) and the checkpoint's own history order the work longest first; without
-    either, and in a time-boxed sweep (max_minutes, whose finished part must sample every family),
-    the plan's order is kept. With `reuse_from`, an item whose cache key (versions, model code,
+    schedule.durations_for) order the work longest first, also in a time-boxed sweep (max_minutes);
+    the checkpoint's own history does so only when the sweep is not time-boxed (the finished part of
+    a time-boxed one must sample every family). Without either, the plan's order is kept. With `reuse_from`, an item whose cache key (versions, model code,
     spec, registry knowledge: incremental.py) matches a result recorded there or in `out_dir` is
     reused instead of run; every decision and its reason go to incremental.json."""
     from ..execute.pool import WorkerPool
-    from .schedule import estimator, item_key, longest_first
+    from .schedule import item_key, work_order
 
     t0 = time.time()
     ckpt = Checkpoint(out_dir)
@@ -207,11 +207,9 @@ def run_sweep(items: list[SweepItem], opts: SweepOptions, out_dir: Path, *, jobs
     todo += [s for s in specs if spec_key(s) in ckpt.done and not is_final(ckpt.done[spec_key(s)]) and s not in todo]
     tried = {spec_key(s): ckpt.done[spec_key(s)].attempts for s in todo if spec_key(s) in ckpt.done}
     stats = SweepStats(planned=len(specs), reused=reused, skipped_done=len(specs) - len(todo) - reused)
-    if not max_minutes:
-        history = {item_key(r.spec): r.duration_s for r in ckpt.done.values()}
-        history.update(durations or {})
-        if history:
-            todo = longest_first(todo, estimator(history))
+    todo = work_order(todo, durations=durations,
+                      history={item_key(r.spec): r.duration_s for r in ckpt.done.values()},
+                      time_boxed=bool(max_minutes))
     from ..execute.sandbox import Limits
 
     pool = WorkerPool(jobs=jobs, log_dir=out_dir / "logs", recycle_after=recycle_after,
