@@ -34,7 +34,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from enablebot.sweep.engine import load_runs  # noqa: E402 - after the path set-up above
+from enablebot.sweep.engine import load_runs, planned_of  # noqa: E402 - after the path set-up above
 
 
 def report(out: Path, wall_s: float, planned: int):
@@ -78,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(own)
     if args.results:
         runs = load_runs(args.results)
-        planned = max(r["planned"] for r in runs)
+        planned = planned_of(runs)
         report(args.results, sum(r["wall_s"] for r in runs), planned)
         return 0
     out = args.out or Path(tempfile.mkdtemp(prefix="sweep-speed-"))

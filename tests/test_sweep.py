@@ -15,7 +15,7 @@ import pytest
 from enablebot.sweep.baseline import Baseline, baseline_from, compare
 from enablebot.sweep.checkpoint import RESULTS_FILE, Checkpoint, load_results
 from enablebot.model.registry import ArchEntry, Registry
-from enablebot.sweep.engine import SweepOptions, load_runs, plan, run_sweep
+from enablebot.sweep.engine import SweepOptions, load_runs, plan, planned_of, run_sweep
 
 from conftest import MINIMAL_BASELINE, ROOT
 
@@ -103,6 +103,8 @@ def test_shards_merge_to_the_same_result_as_one_sweep(full_sweep, tmp_path):
     # the shards' invocations travel along: sweep_speed --results sums their walls
     runs = load_runs(tmp_path / "merged")
     assert [r["ran"] for r in runs] == sizes
+    assert planned_of(runs) == len(MODELS)  # the shards' plans add up; a resumed sweep's do not
+    assert planned_of(load_runs(tmp_path / "s1") * 2) == sizes[0]
     assert sum(r["wall_s"] for r in runs) == pytest.approx(sum(load_runs(tmp_path / f"s{i}")[0]["wall_s"] for i in (1, 2)))
 
 

@@ -231,7 +231,8 @@ def register(app: typer.Typer) -> None:
         from ..fileio import atomic_write_text
         from ..sweep.engine import RUNS_FILE, load_runs
 
-        runs = [r for d in shards if (d / RUNS_FILE).exists() for r in load_runs(d)]
+        # Tagged with their shard, so the planned items add up across shards (engine.planned_of).
+        runs = [{**r, "from": r.get("from", str(d))} for d in shards if (d / RUNS_FILE).exists() for r in load_runs(d)]
         if runs:
             atomic_write_text(out / RUNS_FILE, "".join(json.dumps(r) + "\n" for r in runs))
         Console(stderr=True, soft_wrap=True).print(f"{len(merged)} results from {len(shards)} shards -> {out / RESULTS_FILE}")

@@ -295,3 +295,12 @@ def load_runs(out_dir: Path) -> list[dict]:
 
     text = (out_dir / RUNS_FILE).read_text(encoding="utf-8")
     return [json.loads(ln) for ln in text.splitlines() if ln.strip()]
+
+
+def planned_of(runs: list[dict]) -> int:
+    """Items a directory's invocations planned: the resumed invocations of one sweep plan the same
+    items (the largest plan counts), the shards `merge` tagged with their `from` add up."""
+    by_source: dict[str | None, int] = {}
+    for r in runs:
+        by_source[r.get("from")] = max(by_source.get(r.get("from"), 0), int(r.get("planned", 0)))
+    return sum(by_source.values())
