@@ -186,12 +186,11 @@ def run_sweep(items: list[SweepItem], opts: SweepOptions, out_dir: Path, *, jobs
               recycle_after: int = 200, max_minutes: float | None = None,
               durations: dict[str, float] | None = None, reuse_from: Path | None = None,
               strict_versions: bool = False) -> SweepStats:
-    """Run `items`, checkpointing each result. `durations` (item key -> seconds of the same pass,
-    schedule.durations_for) order the work longest first, also in a time-boxed sweep (max_minutes);
-    the checkpoint's own history does so only when the sweep is not time-boxed (the finished part of
-    a time-boxed one must sample every family). Without either, the plan's order is kept. With `reuse_from`, an item whose cache key (versions, model code,
-    spec, registry knowledge: incremental.py) matches a result recorded there or in `out_dir` is
-    reused instead of run; every decision and its reason go to incremental.json."""
+    """Run `items`, checkpointing each result, in schedule.work_order: longest first by `durations`
+    (item key -> seconds, schedule.durations_for) and the checkpoint's own history. With
+    `reuse_from`, an item whose cache key (versions, model code, spec, registry knowledge:
+    incremental.py) matches a result recorded there or in `out_dir` is reused instead of run;
+    every decision and its reason go to incremental.json."""
     from ..execute.pool import WorkerPool
     from .schedule import item_key, work_order
 
