@@ -90,6 +90,51 @@ def test_data_dependent_break_where_explain_and_fullgraph_disagree():
     assert r.fullgraph_ok is True and r.explain_fullgraph_disagree is True
 
 
+_COMPILED: list = []  # graphs the counting backend compiled
+_FAIL_NOW = [False]  # set: compiled code raises
+
+
+@torch._dynamo.register_backend
+def enablebot_test_counting(gm, example_inputs):
+    """Counts the graphs compiled; its compiled code raises while `_FAIL_NOW[0]` is set."""
+    _COMPILED.append(gm)
+
+    def run(*args):
+        if _FAIL_NOW[0]:
+            raise RuntimeError("compiled code failed while timing")
+        return gm(*args)
+    return run
+
+
+def test_timing_reuses_the_traced_code_of_a_breaking_model():
+    # The fullgraph check resets Dynamo; before it moved after timing, timing recompiled every
+    # graph of a breaking model a second time.
+    _COMPILED.clear()
+    r = run_spec(spec("switch_transformers", backend="enablebot_test_counting", timing=True, repeats=2))
+    assert r.verdict == "graph_break" and r.timing.compiled_ms > 0 and r.error is None
+    assert len(_COMPILED) == sum(s.graphs for s in r.steps) == r.stats.graphs > 10
+    assert r.fullgraph_ok is False and r.fullgraph_error.gb_type
+
+
+def test_a_failing_timing_stage_still_gets_the_fullgraph_check(monkeypatch):
+    from enablebot.measure import runner
+
+    real = runner.timing.interleaved
+
+    def failing_from_now_on(*args, **kw):  # the real timing, with compiled code that now raises
+        _FAIL_NOW[0] = True
+        return real(*args, **kw)
+
+    monkeypatch.setattr(runner.timing, "interleaved", failing_from_now_on)
+    try:
+        r = run_spec(spec("switch_transformers", backend="enablebot_test_counting", timing=True, repeats=2))
+    finally:
+        _FAIL_NOW[0] = False
+    assert r.error.stage == "timing" and "failed while timing" in r.error.message
+    assert r.timing.compiled_ms is None and r.numerics.passed
+    assert r.verdict == "graph_break" and r.fullgraph_ok is False and r.fullgraph_error.gb_type
+
+
 @torch._dynamo.register_backend
 def enablebot_test_perturb(gm, example_inputs):
     """A backend that really changes results: each float output gets 5% relative noise."""

@@ -259,6 +259,13 @@ def test_check_refuses_to_compare_across_passes_and_scenarios(tmp_path):
     assert p.returncode == 2 and "is the dynamo pass" in " ".join(p.stderr.split())
     p = cli("check", str(tmp_path / "dyn"), "--baseline", str(MINIMAL_BASELINE))
     assert p.returncode == 2 and "predates scenarios" in " ".join(p.stderr.split())
+    # ... and refreshing it with --update, as the message says, is what works.
+    stale = tmp_path / "stale.json"
+    stale.write_bytes(MINIMAL_BASELINE.read_bytes())
+    p = cli("check", str(tmp_path / "dyn"), "--baseline", str(stale), "--update")
+    assert p.returncode == 0, p.stderr
+    assert not Baseline.load(stale).predates_scenarios and Baseline.load(stale).scenarios == ["call"]
+    assert cli("check", str(tmp_path / "dyn"), "--baseline", str(stale)).returncode == 0
     # Scenarios may mix in one directory: each key carries its scenario, so items only ever meet
     # their own scenario; a directory mixing passes is refused on its own.
     ib = tmp_path / "ind.json"

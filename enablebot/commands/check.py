@@ -45,7 +45,7 @@ def register(app: typer.Typer) -> None:
             except ValueError as e:
                 err.print(f"[red]error:[/red] {e}")
                 raise typer.Exit(2)
-            why = incomparable(rs, old, path)
+            why = incomparable(rs, old, path, updating=update)
             if why:
                 err.print(f"[red]error:[/red] {why}")
                 raise typer.Exit(2)

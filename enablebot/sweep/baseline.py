@@ -94,11 +94,13 @@ def kinds(results: list[RunResult]) -> set[str]:
     return {r.spec.pass_name for r in results}
 
 
-def incomparable(results: list[RunResult], base: Baseline | None, path: Path | str = "the baseline") -> str | None:
-    """Why these results cannot be checked against (or written into) `base`, or None.
+def incomparable(results: list[RunResult], base: Baseline | None, path: Path | str = "the baseline", *,
+                 updating: bool = False) -> str | None:
+    """Why these results cannot be checked against (or, `updating`, written into) `base`, or None.
     A Dynamo-pass baseline has no numerics and counts breaks with the eager backend: checking
     Inductor results against it reports false changes, so the pass must match. Scenarios may
-    mix: every key carries its scenario, so an item is only ever compared with the same scenario."""
+    mix: every key carries its scenario, so an item is only ever compared with the same scenario.
+    A baseline that predates scenarios is only refused for checking: refreshing it is the fix."""
     found = kinds(results)
     if len(found) > 1:
         return f"the results mix passes ({', '.join(sorted(found))}): check each sweep directory on its own"
@@ -108,7 +110,7 @@ def incomparable(results: list[RunResult], base: Baseline | None, path: Path | s
     if p != bp:
         return (f"the results are the {p} pass but {path} is the {bp} pass: give --baseline a file made "
                 f"from the {p} pass (`enablebot check RESULTS --baseline FILE --update`)")
-    if base.predates_scenarios and any(k.count("|") == 5 for k in (r.key for r in results)):
+    if base.predates_scenarios and not updating and any(k.count("|") == 5 for k in (r.key for r in results)):
         return (f"{path} predates scenarios (the minimal harness: cache off, no padding); its items are not the "
                 "scenarios these results ran: refresh it with `enablebot check RESULTS --baseline FILE --update`")
     return None
