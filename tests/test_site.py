@@ -117,8 +117,15 @@ def test_bad_inputs_are_refused_with_exit_2(tmp_path):
 
 
 def test_a_baseline_that_repeats_a_given_sweep_is_shown_once():
+    # Baselines key their items by scenario (model|task|device|mode|dtype|scenario).
+    data = build([ROOT / "results" / "gpu" / "cuda-dynamo-default", ROOT / "baselines" / "cuda-dynamo-torch-2.11.0.json"])
+    assert [s.label for s in data.sets] == ["cuda-dynamo-default"] and "shown once" in data.notes[0]
+    # One that does not repeat it (the Inductor pass with scenarios against the older minimal
+    # harness) is its own set, every item read.
     data = build([ROOT / "results" / "gpu" / "cuda-inductor-tiny", ROOT / "baselines" / "cuda-inductor-torch-2.11.0.json"])
-    assert [s.label for s in data.sets] == ["cuda-inductor-tiny"] and "shown once" in data.notes[0]
+    base = next(s for s in data.sets if s.kind == "baseline")
+    assert len(data.sets) == 2 and not data.notes and len(base.rows) == 594
+    assert {r.pass_ for r in base.rows} == {"inductor"} and {r.scenario for r in base.rows} == {"call"}
 
 
 def test_a_new_break_since_the_previous_nightly_is_found(tmp_path):

@@ -277,7 +277,9 @@ def _variant(results: list[RunResult]) -> str:
     return " ".join(x for x in (size if size != "tiny" else "", dtype if dtype != "float32" else "") if x)
 
 
-_KEY = re.compile(r"^(?P<model>[^|]+)\|(?P<task>[^|]*)\|(?P<device>[^|]+)\|(?P<mode>[^|]+)\|(?P<dtype>[^|]+)$")
+# model|task|device|mode|dtype, then |scenario since baselines have scenarios (older ones: `call`).
+_KEY = re.compile(r"^(?P<model>[^|]+)\|(?P<task>[^|]*)\|(?P<device>[^|]+)\|(?P<mode>[^|]+)\|(?P<dtype>[^|]+)"
+                  r"(?:\|(?P<scenario>[^|]+))?$")
 
 
 def load_baseline(path: Path, modality_of: dict[str, str] | None = None) -> ResultSet:
@@ -294,13 +296,14 @@ def load_baseline(path: Path, modality_of: dict[str, str] | None = None) -> Resu
         m = _KEY.match(key)
         if not m:
             continue
-        rows.append(Row(set_label=label, model=m["model"], task=m["task"], mode=m["mode"], scenario="call",
-                        device=m["device"], dtype=m["dtype"], torch=public_version(b.torch),
-                        transformers=b.transformers, pass_="", verdict=e.verdict, breaks=e.graph_breaks,
+        rows.append(Row(set_label=label, model=m["model"], task=m["task"], mode=m["mode"],
+                        scenario=m["scenario"] or "call", device=m["device"], dtype=m["dtype"],
+                        torch=public_version(b.torch), transformers=b.transformers, pass_=b.kind(),
+                        verdict=e.verdict, breaks=e.graph_breaks,
                         modality=(modality_of or {}).get(m["model"], ""), numerics=e.numerics_passed))
     if not rows:
         raise SiteInputError(f"{path}: a baseline without entries")
-    return ResultSet(label=label, source=str(path), kind="baseline", devices=[b.device],
+    return ResultSet(label=label, source=str(path), kind="baseline", devices=[b.device], pass_=b.kind(),
                      torch=public_version(b.torch), transformers=b.transformers, rows=rows)
 
 
