@@ -12,6 +12,11 @@
 #             DIR/cold` (and warm) keeps each shard's wall, and benchmarks/sweep_speed.py --results
 #             DIR/cold prints the whole pass (the walls summed). Longest first by the H200 Dynamo
 #             pass's durations (same scenarios; replayed on shard 1/6: 193 s against 239 s in hash order).
+#   inductor-whole: the whole Inductor pass as one sweep per cache state, cold then warm, over as many
+#             calls of one machine start as it takes: each call works until LIMIT seconds and the next
+#             resumes (STATE, an ignored folder, stays on the device between calls of one start). The
+#             walls of a phase's invocations add up to its time, restarts included. Longest first by the
+#             sharded inductor-cw pass's cold (warm) durations.
 #   diag:     the diagnostic scenarios (call_unpadded, call_nocache) over sweeps/gpu-diagnostics.txt,
 #             into OUT/cuda-diagnostics: which breaks need the padding or the cache.
 #   nvs:      benchmarks/naive_vs_sweep.py on the first 100 base model types, eval + train, side by side.
@@ -46,6 +51,25 @@ case $part in
       --max-minutes "$minutes" --shard "$SHARD" --durations-from results/gpu/cuda-dynamo-default
     du -sh "$d/inductor-cache"; rm -rf "$d/inductor-cache" "$d"/*/logs
     tar czf "$d.tar.gz" -C "$out" "$(basename "$d")" && rm -rf "$d" ;;
+  inductor-whole)
+    st=${STATE:-out/inductor-whole}; end=$((SECONDS + ${LIMIT:-570}))
+    export TORCHINDUCTOR_CACHE_DIR=$PWD/$st/inductor-cache
+    mkdir -p "$st"
+    for phase in cold warm; do
+      [ -f "$st/$phase.done" ] && continue
+      left=$((end - SECONDS)); [ "$left" -gt 60 ] || break
+      # Start no new item 40 s before the hard stop: what is in flight then is short (longest first).
+      timeout "$left" $py -m enablebot.cli sweep --pass inductor --device cuda --mode eval --task main \
+        --jobs "${JOBS:-12}" --repeats 10 --timeout 120 --no-report --max-minutes "$(( (left - 40) / 6 ))e-1" \
+        $(printf -- '--durations-from %s ' results/gpu/inductor-cold-warm/shard-*/"$phase") --out "$st/$phase"
+      rc=$?
+      tail -n1 "$st/$phase/sweep_runs.jsonl"
+      if [ $rc = 0 ] && tail -n1 "$st/$phase/sweep_runs.jsonl" | grep -q '"not_started": 0,'; then touch "$st/$phase.done"; else break; fi
+    done
+    du -sh "$TORCHINDUCTOR_CACHE_DIR"
+    for phase in cold warm; do
+      [ -d "$st/$phase" ] && mkdir -p "$out/$phase" && cp "$st/$phase"/*.json* "$out/$phase"/
+    done ;;
   diag)
     d="$out/cuda-diagnostics"
     $py -m enablebot.cli sweep --pass dynamo --device cuda --mode eval --scenario call_unpadded \

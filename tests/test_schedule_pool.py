@@ -47,10 +47,23 @@ def test_durations_fall_back_to_another_pass_of_the_same_device_never_another_de
             RunResult(spec=spec("bert", fast=True), verdict="full_graph", duration_s=5.0)]
     (tmp_path / "results.jsonl").write_text("".join(json.dumps(r.to_dict()) + "\n" for r in rows))
     # No inductor results on cuda: the dynamo pass's cuda durations rank the work, and say so.
-    assert durations_for(tmp_path, pass_name="inductor", device="cuda") == (
+    assert durations_for([tmp_path], pass_name="inductor", device="cuda") == (
         {"llama|base|eval|call": 3.0, "gpt2|base|eval|call": 9.0}, "dynamo")
-    assert durations_for(tmp_path, pass_name="dynamo", device="cpu") == ({"bert|base|eval|call": 5.0}, "dynamo")
-    assert durations_for(tmp_path, pass_name="inductor", device="mps") == ({}, None)
+    assert durations_for([tmp_path], pass_name="dynamo", device="cpu") == ({"bert|base|eval|call": 5.0}, "dynamo")
+    assert durations_for([tmp_path], pass_name="inductor", device="mps") == ({}, None)
+
+
+def test_durations_of_a_sharded_pass_are_read_from_every_shard(tmp_path):
+    shards = {"s1": [("llama", 3.0), ("gpt2", 9.0)], "s2": [("bert", 5.0), ("gpt2", 7.0)]}
+    for name, rows in shards.items():
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "results.jsonl").write_text("".join(
+            json.dumps(RunResult(spec=spec(m, fast=False, device="cuda"), verdict="full_graph", duration_s=s).to_dict())
+            + "\n" for m, s in rows))
+    durations, source = durations_for([tmp_path / "s1", tmp_path / "s2"], pass_name="inductor", device="cuda")
+    # The later shard wins for an item in both.
+    assert source == "inductor" and durations == {
+        "llama|base|eval|call": 3.0, "gpt2|base|eval|call": 7.0, "bert|base|eval|call": 5.0}
 
 
 def test_passed_durations_order_a_time_boxed_sweep_but_its_own_history_does_not():

@@ -172,6 +172,9 @@ def test_sigterm_stops_the_sweep_kills_its_busy_workers_and_keeps_the_checkpoint
     assert _processes_with(marker) == [], "a worker outlived the sweep"
     kept = load_results(ckpt)
     assert 1 <= len(kept) < len(MODELS)
+    # The killed invocation's wall is logged, so a resumed pass's time still adds up.
+    (run,) = load_runs(out)
+    assert run["interrupted"] is True and run["ran"] == len(kept) and run["not_started"] >= 1 and run["wall_s"] > 0
 
 
 def test_a_crashing_and_a_hanging_worker_do_not_stop_the_sweep(tmp_path):

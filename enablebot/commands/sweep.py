@@ -51,9 +51,9 @@ def register(app: typer.Typer) -> None:
         fullgraph_check: bool = typer.Option(False, help="dynamo pass: also try fullgraph=True on breaking models"),
         scenario: List[Scenario] = typer.Option([], "--scenario", help="call, decode, dynamic (repeatable); default: "
                                            "call, plus decode for generative heads in the dynamo pass"),
-        durations_from: Optional[Path] = typer.Option(
-            None, help="a previous results.jsonl (or sweep directory) of this device, this pass else another: "
-                  "run the longest items first, also in a --max-minutes sweep"),
+        durations_from: List[Path] = typer.Option(
+            [], help="a previous results.jsonl (or sweep directory) of this device, this pass else another: "
+                "run the longest items first, also in a --max-minutes sweep; repeatable (a sharded pass's shards)"),
         reuse: Optional[Path] = typer.Option(None, help="incremental: reuse results of this earlier sweep directory whose "
                                                         "cache key (torch, transformers, model code, spec) matches; "
                                                         "decisions and reasons go to OUT/incremental.json"),
@@ -120,15 +120,16 @@ def register(app: typer.Typer) -> None:
         if durations_from:
             from ..sweep.schedule import durations_for
 
+            where = ", ".join(map(str, durations_from))
             try:
                 durations, source = durations_for(durations_from, pass_name=pass_.value, device=dev)
             except FileNotFoundError as e:
                 err.print(f"[red]error:[/red] --durations-from: {e}")
                 raise typer.Exit(2)
             if not durations:
-                err.print(f"[yellow]warning:[/yellow] {durations_from} holds no {dev} results: the plan's order is kept")
+                err.print(f"[yellow]warning:[/yellow] no {dev} results in {where}: the plan's order is kept")
             elif source != pass_.value:
-                err.print(f"longest first by the {source} pass's {dev} durations in {durations_from} "
+                err.print(f"longest first by the {source} pass's {dev} durations in {where} "
                           f"(it holds none of the {pass_.value} pass)")
         if new_types:
             from ..sweep.day0 import first

@@ -216,21 +216,27 @@ def run_sweep(items: list[SweepItem], opts: SweepOptions, out_dir: Path, *, jobs
                       threads=_threads_per_worker(jobs) if opts.device == "cpu" else None)
     deadline = t0 + max_minutes * 60 if max_minutes else None
     stop = (lambda: time.time() > deadline) if deadline else None
-    for result in pool.run(todo, on_start=on_start, should_stop=stop):
-        result.attempts = tried.get(result.key, 0) + 1
-        mark_contention(result, jobs)
-        ckpt.append(result)
-        if keys.get(result.key) is not None:
-            from .incremental import append_key
+    finished = False
+    try:
+        for result in pool.run(todo, on_start=on_start, should_stop=stop):
+            result.attempts = tried.get(result.key, 0) + 1
+            mark_contention(result, jobs)
+            ckpt.append(result)
+            if keys.get(result.key) is not None:
+                from .incremental import append_key
 
-            append_key(out_dir, result.key, keys[result.key])
-        stats.ran += 1
-        stats.verdicts[result.verdict] = stats.verdicts.get(result.verdict, 0) + 1
-        if on_result:
-            on_result(result)
-    stats.wall_s = round(time.time() - t0, 1)
-    stats.not_started = len(todo) - stats.ran
-    _log_run(out_dir, stats, opts, jobs, t0)
+                append_key(out_dir, result.key, keys[result.key])
+            stats.ran += 1
+            stats.verdicts[result.verdict] = stats.verdicts.get(result.verdict, 0) + 1
+            if on_result:
+                on_result(result)
+        finished = True
+    finally:
+        # A killed sweep (SIGTERM, Ctrl-C) logs its invocation too: a resumed pass's time adds up
+        # its invocations, and the killed one's wall would otherwise vanish from it.
+        stats.wall_s = round(time.time() - t0, 1)
+        stats.not_started = len(todo) - stats.ran
+        _log_run(out_dir, stats, opts, jobs, t0, interrupted=not finished)
     return stats
 
 
@@ -273,7 +279,8 @@ def _apply_reuse(specs: list[RunSpec], keys: dict, ckpt: Checkpoint, reuse_from:
 RUNS_FILE = "sweep_runs.jsonl"
 
 
-def _log_run(out_dir: Path, stats: SweepStats, opts: SweepOptions, jobs: int, t0: float) -> None:
+def _log_run(out_dir: Path, stats: SweepStats, opts: SweepOptions, jobs: int, t0: float,
+             interrupted: bool = False) -> None:
     """One line per sweep invocation (a resumed sweep has several): wall time and throughput
     belong to the invocation, not to any one result, and benchmarks/sweep_speed.py adds them up."""
     import datetime as _dt
@@ -282,7 +289,7 @@ def _log_run(out_dir: Path, stats: SweepStats, opts: SweepOptions, jobs: int, t0
     line = {"started_at": _dt.datetime.fromtimestamp(t0, _dt.timezone.utc).replace(microsecond=0).isoformat(),
             "pass": opts.pass_, "device": opts.device, "jobs": jobs, "planned": stats.planned,
             "skipped_done": stats.skipped_done, "reused": stats.reused, "ran": stats.ran, "not_started": stats.not_started,
-            "wall_s": stats.wall_s}
+            "wall_s": stats.wall_s, **({"interrupted": True} if interrupted else {})}
     out_dir.mkdir(parents=True, exist_ok=True)
     with open(out_dir / RUNS_FILE, "a", encoding="utf-8") as f:
         f.write(json.dumps(line) + "\n")

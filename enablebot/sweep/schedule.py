@@ -33,11 +33,12 @@ def load_durations(path: Path, *, pass_name: str | None = None, device: str | No
             if (pass_name is None or spec.pass_name == pass_name) and (device is None or spec.device == device)}
 
 
-def durations_for(path: Path, *, pass_name: str, device: str) -> tuple[dict[str, float], str | None]:
-    """The durations to rank a sweep by, and the pass they come from: `path`'s results of the same
-    pass and device, else its results of other passes on the same device (see the module note);
-    ({}, None) when it holds neither. Raises FileNotFoundError like load_durations."""
-    rows = [(spec, secs) for spec, secs in _timed_specs(path) if spec.device == device]
+def durations_for(paths: Iterable[Path], *, pass_name: str, device: str) -> tuple[dict[str, float], str | None]:
+    """The durations to rank a sweep by, and the pass they come from: the results in `paths` (the
+    shards of one pass, say) of the same pass and device, else their results of other passes on
+    the same device (see the module note); ({}, None) when they hold neither. A later path wins
+    for an item in several. Raises FileNotFoundError like load_durations."""
+    rows = [(spec, secs) for path in paths for spec, secs in _timed_specs(path) if spec.device == device]
     same = {item_key(spec): secs for spec, secs in rows if spec.pass_name == pass_name}
     if same or not rows:
         return same, (pass_name if same else None)
