@@ -238,12 +238,13 @@ def test_sigkill_mid_write_never_leaves_a_torn_registry(tmp_path):
         proc = subprocess.Popen([sys.executable, "-c", _WRITER, str(path), *map(str, texts)],
                                 stdout=subprocess.PIPE, env=env)
         assert proc.stdout.readline().strip() == b"ready"
-        # Kill only once the writer is seen writing: on a loaded machine it may not run for a
-        # while after "ready", and a kill before its first write proves nothing.
-        before, deadline = path.stat().st_mtime_ns, time.monotonic() + 10
-        while path.stat().st_mtime_ns == before and time.monotonic() < deadline:
-            time.sleep(0.001)
-        time.sleep(rng.uniform(0.0, 0.05))
+        # Kill only once a write is seen in flight (its temp file exists): on a loaded machine the
+        # writer may not run for a while after "ready", and most of each loop is redact() on the
+        # text, before any file exists, so a kill at a random time often proves nothing.
+        deadline = time.monotonic() + 10
+        while not any(n.endswith(".tmp") for n in os.listdir(path.parent)) and time.monotonic() < deadline:
+            pass
+        time.sleep(rng.uniform(0.0, 0.002))
         proc.send_signal(signal.SIGKILL)
         proc.wait()
         reg = Registry.load(path)  # parses: the old or the new content, never a mix
