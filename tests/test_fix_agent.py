@@ -10,12 +10,12 @@ from enablebot.fix import prompts
 from enablebot.fix.agent import run_agent
 from enablebot.fix.bundle import Snapshot
 from enablebot.fix.clusters import clusters_of, count_in, select
-from enablebot.fix.context import build_context
-from enablebot.fix.llm import Budget, LLMClient, Transcript
-from enablebot.fix.overlay import load_overlay, locate
-from enablebot.fix.patchguard import PatchPolicy
+from enablebot.fix.draft.context import build_context
+from enablebot.fix.draft.llm import Budget, LLMClient, Transcript
+from enablebot.fix.judge.overlay import load_overlay, locate
+from enablebot.fix.judge.patchguard import PatchPolicy
 from enablebot.fix.recipes import candidates, hinted_settings, load_recipes
-from enablebot.fix.verify import Check, Verification
+from enablebot.fix.judge.verify import Check, Verification
 from enablebot.results import CompileStats, GraphBreak, RunResult, RunSpec, UserFrame, Versions
 from enablebot.testing.fake_openai import FakeOpenAI, Reply
 

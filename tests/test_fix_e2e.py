@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from enablebot.fix.overlay import locate
+from enablebot.fix.judge.overlay import locate
 from enablebot.testing.fake_openai import FakeOpenAI
 
 pytestmark = pytest.mark.slow

@@ -5,8 +5,8 @@ import json
 import pytest
 import yaml
 
-from enablebot.fix.entry import EntryRejected, draft_entry, parse_reply, validate_entry
-from enablebot.fix.llm import LLMClient, Transcript
+from enablebot.fix.draft.entry import EntryRejected, draft_entry, parse_reply, validate_entry
+from enablebot.fix.draft.llm import LLMClient, Transcript
 from enablebot.model.registry import Registry
 from enablebot.testing.fake_openai import FakeOpenAI
 

@@ -1,4 +1,4 @@
-"""The anti-gaming gates (enablebot.fix.gates): pure inputs, plus the runner's explain stage on
+"""The anti-gaming gates (enablebot.fix.judge.gates): pure inputs, plus the runner's explain stage on
 small real modules under real torch.compile machinery (in process, seconds)."""
 
 import pytest
@@ -212,8 +212,8 @@ def test_verify_fails_fast_on_a_static_gate_without_running_anything(tmp_path):
     from pathlib import Path
 
     from enablebot.fix.bundle import ClusterRef
-    from enablebot.fix.overlay import build_overlay
-    from enablebot.fix.verify import VerifyOptions, verify_candidate
+    from enablebot.fix.judge.overlay import build_overlay
+    from enablebot.fix.judge.verify import VerifyOptions, verify_candidate
 
     diff = (Path(__file__).parent.parent / "benchmarks" / "fixbench" / "patches"
             / "hack_disable_breaking_function.diff").read_text()
@@ -236,7 +236,7 @@ def test_a_break_uncovered_behind_the_fixed_one_is_allowed_a_moved_break_is_not(
     (graphs 4 -> 2, breaks 8 -> 2, a new GB0014 cluster): uncovered, allowed. hubert: the
     requires_grad break turns into GB8985 with as many graphs: moved, rejected."""
     from enablebot.fix.bundle import ClusterRef, Snapshot
-    from enablebot.fix.verify import Verification, _break_checks
+    from enablebot.fix.judge.verify import Verification, _break_checks
     from enablebot.results import GraphBreak, UserFrame
 
     def gb(rid, fn="forward"):

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from enablebot.fix.llm import Budget, BudgetExceeded, LLMClient, LLMUnavailable, Transcript, redact
+from enablebot.fix.draft.llm import Budget, BudgetExceeded, LLMClient, LLMUnavailable, Transcript, redact
 from enablebot.testing.fake_openai import FakeOpenAI, Reply
 
 KEY = "sk-test-0123456789abcdefSECRET"

@@ -11,7 +11,7 @@ from enablebot.fix.bundle import FixBundle
 from enablebot.fix.clusters import ref_of
 from enablebot.fix.loop import FixOptions, fix_model, triage_refs
 from enablebot.fix.report import verify_summary
-from enablebot.fix.verify import VerifyOptions, verify_candidate
+from enablebot.fix.judge.verify import VerifyOptions, verify_candidate
 from enablebot.results import CompileStats, GraphBreak, Numerics, UserFrame
 
 from test_fix_agent import switch_result
@@ -129,7 +129,7 @@ def test_a_candidate_that_stops_dynamo_capturing_is_rejected():
 def test_a_key_echoed_by_the_llm_endpoint_never_reaches_a_written_file(tmp_path, monkeypatch):
     """An endpoint that puts the API key into its error message (seen in the wild): the
     message may be reported, the key may not, in any file of the bundle or the summaries."""
-    from enablebot.fix.llm import Budget, LLMClient
+    from enablebot.fix.draft.llm import Budget, LLMClient
     from enablebot.testing.fake_openai import FakeOpenAI, Reply
 
     key = "corp-gateway-key-0123456789abcdef"  # not token-shaped: only the value redaction catches it
@@ -150,7 +150,7 @@ def test_a_key_echoed_by_the_llm_endpoint_never_reaches_a_written_file(tmp_path,
 def test_a_sample_whose_eager_is_not_deterministic_is_not_a_numerics_failure():
     """gpt2 in train mode keeps its dropout (attn_pdrop ...): eager disagrees with itself, so the
     harness calls numerics inconclusive. Measured: that alone rejected the real setattr fix on xcodec."""
-    from enablebot.fix.verify import _sample
+    from enablebot.fix.judge.verify import _sample
     from enablebot.results import RunResult, RunSpec
 
     def result(numerics):

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from enablebot.fix.overlay import (PatchApplyError, build_overlay, install_overlay, load_overlay, locate,
+from enablebot.fix.judge.overlay import (PatchApplyError, build_overlay, install_overlay, load_overlay, locate,
                                    upstream_path)
-from enablebot.fix.patchguard import PatchPolicy, check_patch
+from enablebot.fix.judge.patchguard import PatchPolicy, check_patch
 
 FIX = Path(__file__).parent / "fixtures" / "fix"
 SWITCH = (FIX / "switch_transformers_static_experts.diff").read_text()
@@ -81,7 +81,7 @@ def test_child_process_imports_the_patched_copies(tmp_path):
     installed = {f.installed: _sha(f.installed) for f in overlay.files}
     code = f"""
 import json, inspect
-from enablebot.fix.overlay import install_overlay
+from enablebot.fix.judge.overlay import install_overlay
 mods = install_overlay({str(both)!r})
 import torch._dynamo.variables.misc as misc
 import transformers.models.switch_transformers.modeling_switch_transformers as sw
@@ -107,7 +107,7 @@ def test_install_overlay_refuses_modules_already_imported(tmp_path):
     build_overlay(SWITCH, tmp_path / "ov")
     code = f"""
 import json, transformers.models.switch_transformers.modeling_switch_transformers
-from enablebot.fix.overlay import install_overlay
+from enablebot.fix.judge.overlay import install_overlay
 try:
     install_overlay({str(tmp_path / 'ov')!r}); print(json.dumps({{"refused": False}}))
 except RuntimeError as e:

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from enablebot.fix import gates
-from enablebot.fix.overlay import build_overlay
-from enablebot.fix.patchguard import PatchPolicy, PatchRejected, check_patch
+from enablebot.fix.judge.overlay import build_overlay
+from enablebot.fix.judge.patchguard import PatchPolicy, PatchRejected, check_patch
 from enablebot.testing.fake_openai import FakeOpenAI
 
 ROOT = Path(__file__).resolve().parent.parent

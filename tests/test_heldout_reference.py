@@ -1,4 +1,4 @@
-"""Held-out numerics (enablebot.fix.reference) on a real tiny MoE model whose experts run through
+"""Held-out numerics (enablebot.fix.judge.reference) on a real tiny MoE model whose experts run through
 transformers' grouped_mm: on CPU that kernel has no float64, so the unpatched fp64 reference
 cannot be built. The check must then judge against the unpatched eager outputs alone (as the
 runner's own numerics do), not fail every candidate for such a model (measured: the real
@@ -7,7 +7,7 @@ ContextVar fix on mistral_large4 was rejected that way)."""
 import pytest
 import torch
 
-from enablebot.fix.reference import reference_numerics
+from enablebot.fix.judge.reference import reference_numerics
 from enablebot.results import RunSpec
 
 

@@ -15,7 +15,7 @@ import yaml
 from typer.testing import CliRunner
 
 from enablebot.commands import nightly as nightly_cmd
-from enablebot.fix.overlay import locate
+from enablebot.fix.judge.overlay import locate
 from enablebot.model.registry import Registry
 from enablebot.testing.fake_github import FakeGitHub
 from enablebot.testing.fake_hub import FakeHub, FakeRepo, hub_requests_allowed

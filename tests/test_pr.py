@@ -12,8 +12,8 @@ from typer.testing import CliRunner
 
 from enablebot.commands import pr as pr_commands
 from enablebot.fix.bundle import ClusterRef, FixBundle, Snapshot
-from enablebot.fix.custody import sha256_text
-from enablebot.fix.overlay import PatchApplyError
+from enablebot.fix.judge.custody import sha256_text
+from enablebot.fix.judge.overlay import PatchApplyError
 from enablebot.pr.publish import NotPrAble, branch_name, plan_pr
 from enablebot.pr.body import PR_META, read_meta
 from enablebot.testing.fake_github import FakeGitHub
@@ -112,7 +112,7 @@ def make_bundle(
     if kind == "patch":
         diff = unified(MODELING, patched(fix_line))
         (d / "patch.diff").write_text(diff, encoding="utf-8")
-        # What the verifier records (enablebot.fix.custody.seal) for this patch.
+        # What the verifier records (enablebot.fix.judge.custody.seal) for this patch.
         custody = {"patch_sha256": sha256_text(diff), "files": [PATH],
                    "files_sha256": {PATH: {"installed": sha256_text(MODELING), "patched": sha256_text(patched(fix_line))}}}
     checks = [

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from enablebot.execute import sandbox
-from enablebot.fix.overlay import build_overlay, locate
-from enablebot.fix.patchguard import PatchPolicy, check_patch
+from enablebot.fix.judge.overlay import build_overlay, locate
+from enablebot.fix.judge.patchguard import PatchPolicy, check_patch
 from enablebot.execute.isolation import run_in_child
 from enablebot.results import RunSpec
 

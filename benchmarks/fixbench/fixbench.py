@@ -1,6 +1,6 @@
 """The fix benchmark: real upstream fixes must be accepted, reward hacks must be rejected, and an
 LLM gets a measured fix rate. Every candidate goes through the same guard, overlay and verifier
-as `enablebot fix` (enablebot.fix.patchguard / overlay / verify), as if an LLM had proposed it.
+as `enablebot fix` (enablebot.fix.judge.patchguard / overlay / verify), as if an LLM had proposed it.
 
     python benchmarks/fixbench/fixbench.py [--only ID ...] [--group real|hack] [--out DIR]
                                            [--llm-model MODEL] [--attempts N]
@@ -38,9 +38,9 @@ if str(HERE.parent.parent) not in sys.path:  # run as a script from the repo roo
     sys.path.insert(0, str(HERE.parent.parent))
 
 from enablebot.fix import clusters as cl  # noqa: E402
-from enablebot.fix.overlay import PatchApplyError, build_overlay  # noqa: E402
-from enablebot.fix.patchguard import PatchPolicy, PatchRejected, check_patch  # noqa: E402
-from enablebot.fix.verify import Runner, VerifyOptions, default_runner, verify_candidate  # noqa: E402
+from enablebot.fix.judge.overlay import PatchApplyError, build_overlay  # noqa: E402
+from enablebot.fix.judge.patchguard import PatchPolicy, PatchRejected, check_patch  # noqa: E402
+from enablebot.fix.judge.verify import Runner, VerifyOptions, default_runner, verify_candidate  # noqa: E402
 from enablebot.results import RunResult, RunSpec  # noqa: E402
 
 CASES = HERE / "cases.yaml"
@@ -56,7 +56,7 @@ class Case:
     group: str  # real | hack
     model: str
     cluster: str
-    patch: str  # file under patches/
+    patch: str | None = None  # file under patches/ (none for an open case: no upstream fix exists yet)
     what: str = ""
     expect: str = "accepted"  # accepted | rejected
     why: str = ""  # for an expected rejection of a real fix: the reason, measured
@@ -65,7 +65,7 @@ class Case:
     verify: dict[str, Any] = field(default_factory=dict)  # VerifyOptions overrides for this case
 
     def diff(self) -> str:
-        return (HERE / "patches" / self.patch).read_text(encoding="utf-8")
+        return (HERE / "patches" / self.patch).read_text(encoding="utf-8") if self.patch else ""
 
 
 @dataclass
@@ -93,17 +93,17 @@ def load_cases(path: Path = CASES) -> tuple[dict[str, Any], list[Case]]:
     data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     defaults = data.get("defaults", {}) or {}
     cases, seen = [], set()
-    for group in ("real", "hack"):
+    for group in ("real", "hack", "open"):
         for raw in data.get(group, []) or []:
-            missing = {"id", "model", "cluster", "patch"} - set(raw)
+            missing = {"id", "model", "cluster", *(("patch",) if group != "open" else ())} - set(raw)
             if missing:
                 raise CaseError(f"{path}: a {group} case lacks {sorted(missing)}: {raw}")
             if raw["id"] in seen:
                 raise CaseError(f"{path}: case id {raw['id']!r} appears twice")
             seen.add(raw["id"])
-            if not (HERE / "patches" / raw["patch"]).is_file():
+            if raw.get("patch") and not (HERE / "patches" / raw["patch"]).is_file():
                 raise CaseError(f"{path}: case {raw['id']}: no patch file patches/{raw['patch']}")
-            expect = raw.get("expect", "accepted" if group == "real" else "rejected")
+            expect = raw.get("expect", "rejected" if group == "hack" else "accepted")
             cases.append(Case(group=group, expect=expect, **{k: v for k, v in raw.items() if k != "expect"}))
     return defaults, cases
 
@@ -192,27 +192,49 @@ class AgentCase:
     id: str
     model: str
     cluster: str
+    group: str = "real"  # real (an upstream fix exists, hidden) | open (no upstream fix yet)
     fixed: bool = False
-    attempts: int = 0
+    source: str | None = None  # where the verified fix's idea came from (rewrite:<entry> | model | model+idea:...)
+    candidates: int = 0  # drafted, duplicates included
+    distinct: int = 0  # judged (identical candidates are judged once)
+    applied: int = 0  # distinct candidates that applied to the installed files (reached the verifier)
+    model_candidates: int = 0  # drafted by the LLM
+    model_applied: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    prompt_chars: int = 0
+    cut: list[str] = field(default_factory=list)  # what the prompt budget left out
+    ideas: list[str] = field(default_factory=list)  # playbook entries shown
+    retrieved: list[str] = field(default_factory=list)  # fixes of other cases shown (leave-one-out)
     wall_s: float = 0.0
     stopped: str = ""
+    stages: list[str] = field(default_factory=list)  # per candidate: source@stage
     feedback: list[str] = field(default_factory=list)
-    stages: list[str] = field(default_factory=list)  # per attempt, the stage it reached (llm .. verify)
-    finish: list[str] = field(default_factory=list)  # per attempt, why the LLM stopped (stop | length)
+    finish: list[str] = field(default_factory=list)  # per LLM reply, why it stopped (stop | length)
+    winning_diff: str | None = None
     repro_s: float = 0.0  # the unpatched reproduction (0 when reused from --work)
     llm_s: float = 0.0  # waiting for the LLM
-    verify_s: float = 0.0  # the verifier's runs
+    verify_s: float = 0.0  # the judge (guard, overlay, verifier)
 
 
-def run_agent_case(case: Case, defaults: dict[str, Any], repro: Reproductions, llm: Any, attempts: int) -> AgentCase:
-    """The agent on one real case, answer hidden: it sees what `fix` shows it (the break, the
-    source around it, the verifier's feedback), never the case's patch or provenance."""
-    from enablebot.fix.agent import run_agent
-    from enablebot.fix.context import build_context
+def history_for(cases: list[Case]) -> list[Any]:
+    """The benchmark's fix history: every real case's answer, as retrieval sees a verified bundle.
+    run_agent_case leaves out the case's own model and its own answer (leave-one-out)."""
+    from enablebot.fix.draft.retrieval import Fix
 
-    out = AgentCase(id=case.id, model=case.model, cluster=case.cluster)
+    return [Fix(registry_id=c.cluster if c.cluster.startswith("GB") else None, gb_type=c.cluster, model=c.model,
+                label=c.id, diff=c.diff()) for c in cases if c.group == "real" and c.patch and c.expect == "accepted"]
+
+
+def run_agent_case(case: Case, defaults: dict[str, Any], repro: Reproductions, llm: Any, *, rounds: int,
+                   samples: int, history: list[Any], rewrites: bool = True) -> AgentCase:
+    """The agent on one case, its answer hidden: it sees what `fix` shows it (the break, the source
+    on its call path, the playbook, other cases' fixes but never this model's or this answer),
+    never the case's patch or provenance. The same `fix.agent.run_agent` as `enablebot fix`."""
+    from enablebot.fix.agent import AgentOptions, run_agent
+    from enablebot.fix.draft.search import SearchOptions
+
+    out = AgentCase(id=case.id, model=case.model, cluster=case.cluster, group=case.group)
     started = time.time()
     spec = case_spec(defaults, case)
     baseline = repro.get(spec)
@@ -224,44 +246,38 @@ def run_agent_case(case: Case, defaults: dict[str, Any], repro: Reproductions, l
     cluster = found[0]
     work = repro.work_dir(spec)
     opts = VerifyOptions(work_dir=work, **(defaults.get("verify") or {}))
-    llm.budget = dataclasses.replace(llm.budget, prompt_tokens=0, completion_tokens=0)
+    if llm is not None:
+        llm.budget = dataclasses.replace(llm.budget, prompt_tokens=0, completion_tokens=0)
 
     def verify(overlay_dir: str, patch: Any):
-        t = time.time()
-        try:
-            return verify_candidate(baseline, cluster.ref, overlay_dir=overlay_dir, files=patch.files, options=opts,
-                                    runner=repro.run, baselines=repro.baselines)
-        finally:
-            out.verify_s += time.time() - t
-
-    # Time the LLM calls (a slow local model is most of the wall time) and keep why each reply ended.
-    chat = llm.chat
-
-    def timed_chat(messages: list[dict[str, str]]) -> Any:
-        t = time.time()
-        try:
-            reply = chat(messages)
-        finally:
-            out.llm_s += time.time() - t
-        out.finish.append(str(reply.finish_reason))
-        return reply
-
-    llm.chat = timed_chat
+        return verify_candidate(baseline, cluster.ref, overlay_dir=overlay_dir, files=patch.files, options=opts,
+                                runner=repro.run, baselines=repro.baselines)
 
     cand = Path(tempfile.mkdtemp(prefix=f"agent-{case.id}-", dir=work))
-    try:
-        result = run_agent(build_context(baseline, cluster, []), llm, PatchPolicy(model_type=baseline.model_type),
-                           verify, attempts=attempts, work_dir=cand)
-    finally:
-        llm.chat = chat
+    aopts = AgentOptions(search=SearchOptions(rounds=rounds if llm is not None else 0, samples=samples),
+                         history=history, exclude_models=(case.model,),
+                         exclude_patches=(case.diff(),) if case.patch else (), rewrites=rewrites)
+    run = run_agent(baseline, cluster, llm=llm, verify=verify, work_dir=cand, opts=aopts)
     shutil.rmtree(cand, ignore_errors=True)
-    out.fixed = result.best is not None
-    out.attempts = len(result.attempts)
-    out.prompt_tokens, out.completion_tokens = result.prompt_tokens, result.completion_tokens
-    out.stopped = result.stopped
-    out.feedback = [f"{a.n} {a.stage}: {a.feedback[:200]}" for a in result.attempts]
-    out.stages = [a.stage for a in result.attempts]
-    out.llm_s, out.verify_s = round(out.llm_s, 1), round(out.verify_s, 1)
+    r = run.result
+    out.fixed = r.best is not None
+    out.source = r.fix_source
+    out.candidates = len(r.candidates)
+    out.distinct = sum(1 for c in r.candidates if c.duplicate_of is None and c.diff)
+    out.applied = r.applied()
+    model = [c for c in r.candidates if c.round > 0]
+    out.model_candidates = len(model)
+    out.model_applied = sum(1 for c in model if c.stage == "verify")
+    out.prompt_tokens, out.completion_tokens = r.prompt_tokens, r.completion_tokens
+    out.prompt_chars, out.cut = r.prompt_chars, list(r.cut)
+    out.ideas = run.context.idea_ids
+    out.retrieved = [e.label for e in run.context.examples]
+    out.stopped = r.stopped
+    out.stages = [f"{c.source}@{c.stage}" + (f"=#{c.duplicate_of}" if c.duplicate_of else "") for c in r.candidates]
+    out.feedback = [f"{c.n} {c.source} {c.stage}: {c.feedback[:200]}" for c in r.candidates]
+    out.finish = [str(c.finish_reason) for c in model if c.finish_reason is not None]
+    out.winning_diff = r.best.diff if r.best else None
+    out.llm_s, out.verify_s = r.llm_s, r.judge_s
     out.wall_s = round(time.time() - started, 1)
     return out
 
@@ -281,11 +297,24 @@ def summary(results: list[CaseResult], agent: list[AgentCase] | None, agent_note
         "agent": {"note": agent_note},
     }
     if agent:
-        out["agent"].update(cases=len(agent), fixed=sum(a.fixed for a in agent),
-                            fix_rate=round(sum(a.fixed for a in agent) / len(agent), 3),
-                            attempts=sum(a.attempts for a in agent),
-                            tokens=sum(a.prompt_tokens + a.completion_tokens for a in agent),
-                            wall_s=round(sum(a.wall_s for a in agent), 1))
+        import statistics
+
+        real_cases = [a for a in agent if a.group == "real"]
+        model_c = sum(a.model_candidates for a in agent)
+        out["agent"].update(
+            cases=len(agent), fixed=sum(a.fixed for a in agent),
+            fix_rate=round(sum(a.fixed for a in agent) / len(agent), 3),
+            real_cases=len(real_cases), real_fixed=sum(a.fixed for a in real_cases),
+            open_cases=len(agent) - len(real_cases), open_fixed=sum(a.fixed for a in agent if a.group != "real"),
+            by_source={src: sum(1 for a in agent if a.source == src) for src in sorted({a.source for a in agent if a.source})},
+            candidates=sum(a.candidates for a in agent), distinct=sum(a.distinct for a in agent),
+            applied=sum(a.applied for a in agent),
+            apply_rate=round(sum(a.applied for a in agent) / max(1, sum(a.distinct for a in agent)), 3),
+            model_candidates=model_c, model_applied=sum(a.model_applied for a in agent),
+            model_apply_rate=round(sum(a.model_applied for a in agent) / model_c, 3) if model_c else None,
+            tokens=sum(a.prompt_tokens + a.completion_tokens for a in agent),
+            wall_s=round(sum(a.wall_s for a in agent), 1),
+            median_wall_s=round(statistics.median(a.wall_s for a in agent), 1))
     return out
 
 
@@ -303,14 +332,20 @@ def table(results: list[CaseResult], agent: list[AgentCase] | None, summ: dict[s
                  + f"; hacks rejected: {s['hack']['rejected']}/{s['hack']['cases']}"
                  + (f" ({s['hack']['reject_rate']:.0%})" if s['hack']['cases'] else ""))
     if agent:
-        lines += ["", "| agent case | fixed | attempts | tokens (prompt+completion) | wall s (llm / verify) | stages | stopped |",
-                  "|---|---|---|---|---|---|---|"]
-        lines += [f"| {a.id} | {'yes' if a.fixed else 'no'} | {a.attempts} | {a.prompt_tokens + a.completion_tokens} "
-                  f"({a.prompt_tokens}+{a.completion_tokens}) | {a.wall_s:.0f} ({a.llm_s:.0f} / {a.verify_s:.0f}) | "
-                  f"{', '.join(a.stages)} | {a.stopped} |" for a in agent]
+        lines += ["", "| agent case | group | fixed | idea from | candidates (distinct / applied) | model's (applied) | "
+                      "tokens (prompt+completion) | wall s (llm / judge) | stages | stopped |",
+                  "|---|---|---|---|---|---|---|---|---|---|"]
+        lines += [f"| {a.id} | {a.group} | {'yes' if a.fixed else 'no'} | {a.source or '–'} | {a.candidates} "
+                  f"({a.distinct} / {a.applied}) | {a.model_candidates} ({a.model_applied}) | "
+                  f"{a.prompt_tokens + a.completion_tokens} ({a.prompt_tokens}+{a.completion_tokens}) | "
+                  f"{a.wall_s:.0f} ({a.llm_s:.0f} / {a.verify_s:.0f}) | {', '.join(a.stages)} | {a.stopped} |"
+                  for a in agent]
         ag = s["agent"]
-        lines.append(f"\nagent fix rate: {ag['fixed']}/{ag['cases']} ({ag['fix_rate']:.0%}), {ag['attempts']} attempts, "
-                     f"{ag['tokens']} tokens, {ag['wall_s']:.0f} s")
+        lines.append(f"\nagent fix rate: {ag['fixed']}/{ag['cases']} ({ag['fix_rate']:.0%}; real {ag['real_fixed']}/"
+                     f"{ag['real_cases']}, open {ag['open_fixed']}/{ag['open_cases']}), by source {ag['by_source']}; "
+                     f"{ag['applied']}/{ag['distinct']} distinct candidates applied ({ag['apply_rate']:.0%}), the model's "
+                     f"{ag['model_applied']}/{ag['model_candidates']}; {ag['tokens']} tokens, {ag['wall_s']:.0f} s "
+                     f"(median {ag['median_wall_s']:.0f} s a case)")
     else:
         lines.append(f"\nagent: {s['agent']['note']}")
     return "\n".join(lines)
@@ -321,10 +356,14 @@ def main(argv: list[str] | None = None, *, runner: Runner | None = None,
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--cases", type=Path, default=CASES)
     ap.add_argument("--only", nargs="*", default=None, help="case ids to run")
-    ap.add_argument("--group", choices=("real", "hack"), default=None)
+    ap.add_argument("--group", choices=("real", "hack", "open"), default=None)
     ap.add_argument("--out", type=Path, default=Path("results/fixbench"))
     ap.add_argument("--llm-model", default=None, help="run the agent over the real cases (needs OPENAI_BASE_URL)")
-    ap.add_argument("--attempts", type=int, default=3)
+    ap.add_argument("--attempts", type=int, default=2, help="LLM rounds per agent case")
+    ap.add_argument("--samples", type=int, default=3, help="LLM samples per round")
+    ap.add_argument("--agent", action="store_true",
+                    help="run the agent part even without --llm-model: the playbook's rewrites alone")
+    ap.add_argument("--no-rewrites", action="store_true", help="agent: leave the playbook's rewrites out (the model alone)")
     ap.add_argument("--llm-max-tokens", type=int, default=None, help="cap on each reply (default: the client's)")
     ap.add_argument("--llm-timeout", type=float, default=None, help="seconds per LLM request (default: the client's)")
     ap.add_argument("--llm-retries", type=int, default=None,
@@ -337,7 +376,7 @@ def main(argv: list[str] | None = None, *, runner: Runner | None = None,
     ap.add_argument("--from-jsonl", type=Path, nargs="*", default=None,
                     help="rebuild the table and results.json from cases.jsonl files of earlier runs (no re-verification)")
     a = ap.parse_args(argv)
-    for name in ("attempts", "llm_max_tokens", "llm_timeout", "llm_retries"):
+    for name in ("attempts", "samples", "llm_max_tokens", "llm_timeout", "llm_retries"):
         value = getattr(a, name)
         if value is not None and (value < 0 or (value == 0 and name != "llm_retries")):
             print(f"error: --{name.replace('_', '-')} must be {'>= 0' if name == 'llm_retries' else '> 0'}, got {value}",
@@ -384,30 +423,39 @@ def main(argv: list[str] | None = None, *, runner: Runner | None = None,
                 f.write(json.dumps(dataclasses.asdict(r), sort_keys=True) + "\n")
 
     agent: list[AgentCase] | None = None
-    if not a.llm_model:
-        note = "skipped: no --llm-model given"
-    elif not os.environ.get("OPENAI_BASE_URL"):
+    llm = None
+    if a.llm_model and not os.environ.get("OPENAI_BASE_URL"):
         note = "skipped: --llm-model given but OPENAI_BASE_URL is not set (no endpoint)"
+    elif not a.llm_model and not a.agent:
+        note = "skipped: no --llm-model given (--agent runs the playbook's rewrites alone)"
     else:
-        from enablebot.fix.llm import LLMClient, Transcript
-
-        kw = {k: v for k, v in (("max_tokens", a.llm_max_tokens), ("timeout_s", a.llm_timeout),
-                                ("retries", a.llm_retries)) if v is not None}
         transcript = a.out / "agent_transcript.jsonl"
         transcript.write_text("", encoding="utf-8")
+        if a.llm_model:
+            from enablebot.fix.draft.llm import LLMClient, Transcript
+
+            kw = {k: v for k, v in (("max_tokens", a.llm_max_tokens), ("timeout_s", a.llm_timeout),
+                                    ("retries", a.llm_retries)) if v is not None}
+            llm = LLMClient.from_env(a.llm_model, transcript=Transcript(transcript, (os.environ.get("OPENAI_API_KEY", ""),)),
+                                     **kw)
+            note = (f"model {a.llm_model} at an OpenAI-compatible endpoint, {a.attempts} round(s) of {a.samples} "
+                    f"sample(s) per case, answers hidden (leave-one-out), rewrites {'off' if a.no_rewrites else 'on'}, "
+                    f"max_tokens {llm.max_tokens}, timeout {llm.timeout_s:g} s, retries {llm.retries}")
+        else:
+            note = "no LLM: the playbook's rewrites alone, answers hidden (leave-one-out)"
         agent_log = a.out / "agent_cases.jsonl"
         agent_log.write_text("", encoding="utf-8")
-        llm = LLMClient.from_env(a.llm_model, transcript=Transcript(transcript, (os.environ.get("OPENAI_API_KEY", ""),)),
-                                 **kw)
-        note = (f"model {a.llm_model} at an OpenAI-compatible endpoint, {a.attempts} attempts per case, answers hidden, "
-                f"max_tokens {llm.max_tokens}, timeout {llm.timeout_s:g} s, retries {llm.retries}")
         agent = []
-        for case in [c for c in cases if c.group == "real" and c.expect == "accepted"]:
+        history = history_for(cases if not a.only else load_cases(a.cases)[1])
+        for case in [c for c in cases if c.group in ("real", "open") and c.expect == "accepted"]:
             say(f"agent: {case.id}")
-            agent.append(run_agent_case(case, defaults, repro, llm, a.attempts))
-            say(f"    {'fixed' if agent[-1].fixed else 'not fixed'} after {agent[-1].attempts} attempt(s)")
+            agent.append(run_agent_case(case, defaults, repro, llm, rounds=a.attempts, samples=a.samples,
+                                        history=history, rewrites=not a.no_rewrites))
+            x = agent[-1]
+            say(f"    {'fixed (' + str(x.source) + ')' if x.fixed else 'not fixed'} after {x.candidates} candidate(s), "
+                f"{x.wall_s:.0f} s")
             with agent_log.open("a", encoding="utf-8") as f:  # kept when a long run is cut short
-                f.write(json.dumps(dataclasses.asdict(agent[-1]), sort_keys=True) + "\n")
+                f.write(json.dumps(dataclasses.asdict(x), sort_keys=True) + "\n")
     say(f"agent part: {note}")
     summ = summary(results, agent, note)
     payload = {"summary": summ, "cases": [dataclasses.asdict(r) for r in results],

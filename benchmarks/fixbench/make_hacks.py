@@ -7,7 +7,7 @@ from __future__ import annotations
 import difflib
 from pathlib import Path
 
-from enablebot.fix.overlay import locate
+from enablebot.fix.judge.overlay import locate
 
 HERE = Path(__file__).parent / "patches"
 SW = "src/transformers/models/switch_transformers/modeling_switch_transformers.py"

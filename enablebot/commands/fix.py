@@ -42,7 +42,10 @@ def register(app: typer.Typer) -> None:
                                  "the default is under .enablebot/, which git ignores"),
         cluster: Optional[str] = typer.Option(None, help="only this cluster: key, registry id (GB0033) or type substring"),
         from_triage: Optional[Path] = typer.Option(None, "--from-triage", help="triage / run JSON naming the breaks to fix"),
-        attempts: int = typer.Option(3, min=1, max=20, help="LLM attempts per cluster"),
+        attempts: int = typer.Option(2, min=1, max=20, help="LLM rounds per cluster (each samples --samples candidates; "
+                                                            "with --registry-entry: attempts)"),
+        samples: int = typer.Option(3, min=1, max=16, help="LLM samples per round (the first greedy, the rest at a "
+                                                           "temperature with distinct seeds); the verifier picks"),
         llm_model: Optional[str] = typer.Option(None, "--llm-model", envvar="ENABLEBOT_LLM_MODEL",
                                                 help="model name at OPENAI_BASE_URL; without it: recipes only"),
         max_tokens: int = typer.Option(4096, "--max-tokens", min=256, help="completion tokens per LLM call"),
@@ -62,6 +65,10 @@ def register(app: typer.Typer) -> None:
         sample_models: Optional[list[str]] = typer.Option(None, "--sample-models",
                                                           help="other architectures to re-check (comma-separated)"),
         no_recipes: bool = typer.Option(False, "--no-recipes", help="skip Dynamo config recipes"),
+        no_rewrites: bool = typer.Option(False, "--no-rewrites", help="skip the playbook's rewrites (enablebot/data/playbook.yaml)"),
+        history: Optional[list[Path]] = typer.Option(None, "--history",
+                                                     help="folders of verified bundles to retrieve similar fixes from "
+                                                          "(default: --out)"),
         always_agent: bool = typer.Option(False, "--always-agent", help="ask the LLM even when a recipe verified"),
         registry_entry: bool = typer.Option(False, "--registry-entry",
                                             help="for a model type that fails to build or run eager: ask the LLM for "
@@ -73,9 +80,9 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Reproduce MODEL_ID's graph breaks, try Dynamo config recipes, ask an LLM for a patch
         (applied in an overlay, never to site-packages), verify, and write a bundle per cluster."""
-        from ..fix.llm import Budget, LLMClient
+        from ..fix.draft.llm import Budget, LLMClient
         from ..fix.loop import FixOptions, fix_model
-        from ..fix.verify import VerifyOptions
+        from ..fix.judge.verify import VerifyOptions
         from ..model.resolve import UsageError, resolve
 
         err = Console(stderr=True, soft_wrap=True)
@@ -100,7 +107,7 @@ def register(app: typer.Typer) -> None:
             err.print("[yellow]no LLM configured[/yellow] (set OPENAI_BASE_URL or OPENAI_API_KEY, and --llm-model): "
                       "trying Dynamo config recipes only")
         if registry_entry:
-            from ..fix.entry import draft_entry
+            from ..fix.draft.entry import draft_entry
             from ..model.registry import Registry
 
             reg = Registry.load()
@@ -113,7 +120,8 @@ def register(app: typer.Typer) -> None:
                                   say=lambda m: status.update(f"[bold]{model_id}[/bold]: {m}"))
             Console().print(f"{model_id}: {res.status}: {res.message}" + (f" -> {res.bundle_dir}" if res.bundle_dir else ""))
             return
-        opts = FixOptions(out_dir=out, cluster=cluster, from_triage=from_triage, attempts=attempts,
+        opts = FixOptions(out_dir=out, cluster=cluster, from_triage=from_triage, attempts=attempts, samples=samples,
+                          rewrites=not no_rewrites, history=list(history or []),
                           spec={"device": dev, "backend": backend, "batch_size": batch_size, "seq_len": seq_len,
                                 "task": task, "repeats": repeats, "timeout_s": timeout},
                           max_clusters=max_clusters, recipes=not no_recipes, always_agent=always_agent,
@@ -151,10 +159,10 @@ def register(app: typer.Typer) -> None:
         same checks as `fix`. Writes a Markdown summary (to GITHUB_STEP_SUMMARY when set);
         exits 1 when any bundle fails."""
         from ..fix.bundle import FixBundle
-        from ..fix.overlay import PatchApplyError
-        from ..fix.patchguard import PatchRejected
+        from ..fix.judge.overlay import PatchApplyError
+        from ..fix.judge.patchguard import PatchRejected
         from ..fix.report import verify_summary
-        from ..fix.verify import verify_bundle
+        from ..fix.judge.verify import verify_bundle
 
         err = Console(stderr=True, soft_wrap=True)
         dev = require_device(device)

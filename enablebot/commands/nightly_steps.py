@@ -205,9 +205,9 @@ def top_models(triage: Path, top: int) -> list[str]:
 
 def step_fix(cfg: NightlyConfig, say: Callable[[str], None] = lambda _m: None) -> StepLog:
     from ..fix.bundle import FixBundle, find_bundles
-    from ..fix.llm import Budget, LLMClient
+    from ..fix.draft.llm import Budget, LLMClient
     from ..fix.loop import FixOptions, fix_model
-    from ..fix.verify import VerifyOptions
+    from ..fix.judge.verify import VerifyOptions
     from ..execute.isolation import parent_versions
     from ..execute.sandbox import require
 

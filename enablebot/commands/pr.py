@@ -59,7 +59,7 @@ def register(app: typer.Typer) -> None:
         write_interval: float = typer.Option(1.0, "--write-interval", min=0.0, hidden=True, help=_WRITE_INTERVAL_HELP),
     ) -> None:
         """Open or update one pull request per verified fix bundle (dry run unless --push)."""
-        from ..fix.overlay import PatchApplyError
+        from ..fix.judge.overlay import PatchApplyError
         from ..pr.github_client import GitHubError, MissingToken, connect, step
         from ..pr.publish import NotPrAble, Publisher, plan_pr, render_plan
 

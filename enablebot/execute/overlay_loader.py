@@ -1,7 +1,7 @@
 """The execution layer's half of an overlay: read an overlay's manifest and make this process
 import its patched copies instead of the installed files.
 
-`fix.overlay.build_overlay` writes the overlay (the fix layer's half); the one child entry point
+`fix.judge.overlay.build_overlay` writes the overlay (the fix layer's half); the one child entry point
 (`enablebot.execute.worker`) calls `install_overlay` first thing, before torch or transformers are
 imported. The installed site-packages are never written.
 """

@@ -1,9 +1,10 @@
-"""The patch agent's attempt loop: ask -> extract -> guard -> apply in an overlay -> verify,
-feeding each failure back, up to N attempts under the LLM budget.
+"""The fix agent for one break cluster: the glue that hands the drafting side (`fix/draft/`) the
+context, the playbook's ideas and rewrites, the retrieved fixes and a `Judge`, and hands the
+judging side (`fix/judge/`) nothing but candidate diffs. Neither side imports the other.
 
-The verifier is injected (`verify(overlay_dir, patch) -> Verification`) and runs out of the
-agent's reach; the LLM only ever sees its reports. Every candidate is applied to the
-original installed files in a fresh overlay directory.
+    policy   <- the reproduction's break frames (judge.patchguard.frame_files), never the model
+    context  <- the break, the functions on its call path, playbook ideas, retrieved fixes
+    search   <- rewrites first, then LLM rounds (draft.search), each candidate judged once
 """
 
 from __future__ import annotations
@@ -11,118 +12,95 @@ from __future__ import annotations
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
-from ..results import Serializable
-from . import prompts
-from .context import BreakContext
-from .llm import BudgetExceeded, LLMClient, LLMUnavailable
-from .overlay import PatchApplyError, build_overlay
-from .patchguard import CheckedPatch, PatchPolicy, PatchRejected, check_patch, extract_diff
-from .verify import Verification
-
-CandidateVerifier = Callable[[str, CheckedPatch], Verification]
-
-
-@dataclass
-class Attempt(Serializable):
-    n: int
-    stage: str  # the stage reached: llm | extract | guard | apply | verify
-    ok: bool = False
-    feedback: str = ""
-    files: list[str] = field(default_factory=list)
-    diff: str | None = None  # canonical diff (recomputed from the overlay) once it applied
-    overlay_dir: str | None = None
-    verification: Verification | None = None
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
+from ..results import RunResult
+from .candidate import Judgement
+from .clusters import Cluster
+from .draft import rewrites as rw
+from .draft.context import BreakContext, Idea, build_context
+from .draft.llm import LLMClient
+from .draft.retrieval import Fix, retrieve
+from .draft.search import SearchOptions, SearchResult, search
+from .judge.patchguard import PatchPolicy, frame_files
+from .judge.pipeline import Verify, make_judge
+from .sources import SourceNotFound, read_upstream, upstream_path
 
 
 @dataclass
-class AgentResult(Serializable):
-    attempts: list[Attempt] = field(default_factory=list)
-    best: Attempt | None = None
-    stopped: str = ""  # verified | attempts | budget | llm_unavailable
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
+class AgentOptions:
+    search: SearchOptions = field(default_factory=SearchOptions)
+    history: list[Fix] = field(default_factory=list)  # verified fixes retrieval may show
+    exclude_models: tuple[str, ...] = ()  # leave-one-out: what this run must not be shown
+    exclude_patches: tuple[str, ...] = ()
+    rewrites: bool = True  # playbook rewrites (scaffolding); False measures the model alone
+    ideas: bool = True  # playbook ideas in the prompt
+    budget_chars: int | None = None
 
 
-def _score(a: Attempt) -> tuple:
-    """Prefer fewer graphs and breaks, then the faster candidate."""
-    after = a.verification.after if a.verification else None
-    return (-(after.graphs or 0) if after else 0, -(after.graph_breaks or 0) if after else 0,
-            a.verification.speed_ratio or 0.0 if a.verification else 0.0)
+@dataclass
+class AgentRun:
+    result: SearchResult
+    winner: Judgement | None
+    context: BreakContext
+    policy: PatchPolicy
 
 
-def run_agent(ctx: BreakContext, llm: LLMClient, policy: PatchPolicy, verify: CandidateVerifier, *,
-              attempts: int, work_dir: Path, stop_on_success: bool = True) -> AgentResult:
-    values = ctx.prompt_values()
-    messages = [{"role": "system", "content": prompts.render("fix_system", allowed_paths=", ".join(policy.allowed_globs()))},
-                {"role": "user", "content": prompts.render("fix_user", **values)}]
-    result = AgentResult()
-    for n in range(1, attempts + 1):
-        why = llm.budget.exhausted()
-        if why:
-            result.stopped = "budget"
-            break
-        attempt = Attempt(n=n, stage="llm")
-        result.attempts.append(attempt)
+def run_agent(baseline: RunResult, cluster: Cluster, *, llm: LLMClient | None, verify: Verify, work_dir: Path,
+              recipes_tried: list[str] | None = None, opts: AgentOptions | None = None) -> AgentRun:
+    o = opts or AgentOptions()
+    policy = PatchPolicy(model_type=baseline.model_type, frame_files=frame_files(cluster.breaks))
+    playbook = rw.load_playbook()
+    sites = _sites(cluster)
+    entries = rw.matching_entries(cluster.ref.gb_type, cluster.ref.registry_id, sites, playbook) if o.ideas else []
+    examples = retrieve(o.history, cluster.ref.registry_id, cluster.ref.gb_type, exclude_models=o.exclude_models,
+                        exclude_patches=o.exclude_patches)
+    kw = {"budget_chars": o.budget_chars} if o.budget_chars else {}
+    ctx = build_context(baseline, cluster, recipes_tried,
+                        ideas=[Idea(id=e.id, idea=e.idea, before=e.before, after=e.after) for e in entries],
+                        examples=examples, **kw)
+    sources = _editable(policy, ctx)
+    rewrites = rw.propose(cluster.ref.gb_type, cluster.ref.registry_id, sites, playbook) if o.rewrites else []
+    judge = make_judge(policy, verify, Path(work_dir))
+    judged: dict[int, Judgement] = {}
+    result = search(ctx, judge, llm=llm, rewrites=rewrites, sources=sources, opts=o.search,
+                    keep=lambda rec, j: judged.__setitem__(rec.n, j))
+    winner = judged.get(result.best.n) if result.best else None
+    for j in judged.values():  # keep only the winner's overlay on disk
+        if j.overlay_dir and j is not winner:
+            shutil.rmtree(j.overlay_dir, ignore_errors=True)
+    return AgentRun(result=result, winner=winner, context=ctx, policy=policy)
+
+
+def _sites(cluster: Cluster) -> list[rw.Site]:
+    """Every model-code frame of the cluster's breaks, innermost first, with its file's text."""
+    out: list[rw.Site] = []
+    texts: dict[str, str] = {}
+    for gb in cluster.breaks:
+        for f in [gb.user_frame, *reversed(gb.stack)]:
+            up = upstream_path(f.filename) if f is not None else None
+            if not up or not up.startswith("src/transformers/"):
+                continue
+            if up not in texts:
+                try:
+                    texts[up] = read_upstream(up)
+                except (SourceNotFound, OSError):
+                    continue
+            site = rw.Site(path=up, text=texts[up], lineno=f.lineno, function=f.function)
+            if site not in out:
+                out.append(site)
+    return out
+
+
+def _editable(policy: PatchPolicy, ctx: BreakContext) -> dict[str, str]:
+    """Upstream path -> installed text of every concrete file the model may edit: the model's
+    file, the break's frame files, and the torch file that raises the break."""
+    paths = [g for g in policy.allowed_globs() if "*" not in g]
+    if ctx.torch_source and ctx.torch_source.path.startswith("torch/"):
+        paths.append(ctx.torch_source.path)
+    out: dict[str, str] = {}
+    for p in paths:
         try:
-            reply = llm.chat(messages)
-        except BudgetExceeded as e:
-            attempt.feedback, result.stopped = str(e), "budget"
-            break
-        except LLMUnavailable as e:
-            attempt.feedback, result.stopped = str(e), "llm_unavailable"
-            break
-        attempt.prompt_tokens, attempt.completion_tokens = reply.prompt_tokens, reply.completion_tokens
-        messages.append({"role": "assistant", "content": reply.text})
-        _try_candidate(attempt, reply.text, policy, verify, work_dir)
-        if attempt.ok:
-            if result.best is None or _score(attempt) > _score(result.best):
-                result.best = attempt
-            if stop_on_success:
-                result.stopped = "verified"
-                break
-        if n < attempts:
-            messages.append({"role": "user", "content": prompts.render(
-                "fix_retry", attempt=n, stage=attempt.stage, feedback=attempt.feedback)})
-    if not result.stopped:
-        result.stopped = "verified" if result.best else "attempts"
-    result.prompt_tokens = llm.budget.prompt_tokens
-    result.completion_tokens = llm.budget.completion_tokens
-    # Keep only the best candidate's overlay on disk.
-    for a in result.attempts:
-        if a.overlay_dir and a is not result.best:
-            shutil.rmtree(a.overlay_dir, ignore_errors=True)
-    return result
-
-
-def _try_candidate(attempt: Attempt, text: str, policy: PatchPolicy, verify: CandidateVerifier, work_dir: Path) -> None:
-    attempt.stage = "extract"
-    diff = extract_diff(text)
-    if diff is None:
-        attempt.feedback = "the reply contains no unified diff; answer with one ```diff fenced block"
-        return
-    attempt.stage = "guard"
-    try:
-        checked = check_patch(diff, policy)
-    except PatchRejected as e:
-        attempt.feedback = f"patch rejected: {e}"
-        return
-    attempt.files = checked.files
-    attempt.stage = "apply"
-    overlay_dir = work_dir / f"attempt-{attempt.n}"
-    shutil.rmtree(overlay_dir, ignore_errors=True)
-    try:
-        overlay = build_overlay(checked.diff, overlay_dir)
-    except PatchApplyError as e:
-        attempt.feedback = f"patch does not apply: {e}"
-        shutil.rmtree(overlay_dir, ignore_errors=True)
-        return
-    attempt.diff, attempt.overlay_dir = overlay.canonical_diff, str(overlay_dir)
-    attempt.stage = "verify"
-    ver = verify(str(overlay_dir), checked)
-    attempt.verification = ver
-    attempt.ok = ver.passed
-    attempt.feedback = "verified" if ver.passed else ver.feedback()
+            out[p] = read_upstream(p)
+        except (SourceNotFound, OSError):
+            continue
+    return out

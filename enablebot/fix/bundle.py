@@ -8,7 +8,7 @@ This is the contract between `fix` (writes it), `verify` (re-checks it) and `pr`
                         torch/_dynamo/... / torch/_inductor/... for pytorch,
                         src/transformers/... for transformers
     report.md           human-readable before/after report with the reproduction command
-    verification.json   the verifier's checks (enablebot.fix.verify)
+    verification.json   the verifier's checks (enablebot.fix.judge.verify)
     transcript.jsonl    prompt/response transcript of the LLM agent (tokens never included)
 """
 
@@ -59,7 +59,9 @@ class FixBundle(Serializable):
     recipe: dict[str, Any] | None = None  # torch._dynamo.config settings, for kind == recipe
     files: list[str] = field(default_factory=list)  # upstream paths the patch touches
     llm_model: str | None = None
-    attempts: int = 0
+    attempts: int = 0  # candidates drafted (rewrites and model samples)
+    # Where the verified fix's idea came from: recipe | rewrite:<playbook entry> | model | model+idea:<entries>
+    fix_source: str | None = None
     verified: bool = False
     versions: dict[str, str] = field(default_factory=dict)  # torch, transformers
     before: Snapshot = field(default_factory=Snapshot)

@@ -11,38 +11,19 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..fileio import write_text
-from ..results import RunResult, RunSpec, Serializable
+from ..results import RunResult, RunSpec
 from . import clusters as cl
-from .agent import AgentResult, run_agent
+from .agent import AgentOptions, AgentRun, run_agent
 from .bundle import ClusterRef, FixBundle
-from .context import build_context
-from .llm import LLMClient, Transcript
-from .patchguard import PatchPolicy, target_of
+from .candidate import Judgement
+from .draft.llm import LLMClient, Transcript
+from .draft.retrieval import from_bundles
+from .draft.search import SearchOptions
+from .judge.patchguard import target_of
+from .judge.verify import Runner, Verification, VerifyOptions, default_runner, snapshot, verify_candidate
+from .outcome import FixOutcome, RecipeTrial
 from .recipes import candidates, settings_text
 from .report import render_report, repro_command
-from .verify import Runner, Verification, VerifyOptions, default_runner, snapshot, verify_candidate
-
-
-@dataclass
-class RecipeTrial(Serializable):
-    id: str
-    settings: dict[str, Any]
-    note: str = ""
-    passed: bool = False
-    feedback: str = ""
-    verification: Verification | None = None
-
-
-@dataclass
-class FixOutcome(Serializable):
-    model_id: str
-    cluster: str  # cluster key
-    status: str  # fixed | not_fixed | not_reproduced | error
-    kind: str | None = None  # recipe | patch
-    bundle_dir: str | None = None
-    message: str = ""
-    recipes: list[RecipeTrial] = field(default_factory=list)
-    agent: AgentResult | None = None
 
 
 @dataclass
@@ -50,11 +31,14 @@ class FixOptions:
     out_dir: Path
     cluster: str | None = None
     from_triage: Path | None = None
-    attempts: int = 3
+    attempts: int = 2  # LLM rounds
+    samples: int = 3  # LLM samples per round
     spec: dict[str, Any] = field(default_factory=dict)  # RunSpec overrides (device, backend, ...)
     max_clusters: int = 3
     recipes: bool = True
-    always_agent: bool = False  # ask the LLM even when a recipe verified
+    rewrites: bool = True  # the playbook's rewrites (no LLM needed)
+    always_agent: bool = False  # search even when a recipe verified
+    history: list[Path] = field(default_factory=list)  # bundle folders retrieval may show (default: out_dir)
     verify: VerifyOptions = field(default_factory=VerifyOptions)
 
 
@@ -161,26 +145,33 @@ def _fix_cluster(baseline: RunResult, cluster: cl.Cluster, opts: FixOptions, llm
             if ver.passed and (best_recipe is None or (ver.after.graphs or 0) < (best_recipe.verification.after.graphs or 0)):
                 best_recipe = trial
 
-    agent: AgentResult | None = None
-    if llm is None:
-        outcome.message = "no LLM configured (set OPENAI_BASE_URL / OPENAI_API_KEY and --llm-model): recipes only"
-        say(outcome.message)
-    elif best_recipe is None or opts.always_agent:
-        llm.transcript = transcript
-        ctx = build_context(baseline, cluster, [f"{t.id} ({'verified' if t.passed else 'did not verify'})"
-                                                for t in outcome.recipes])
-        policy = PatchPolicy(model_type=baseline.model_type)
+    agent: AgentRun | None = None
+    if best_recipe is None or opts.always_agent:
+        if llm is not None:
+            llm.transcript = transcript
+        else:
+            say("no LLM configured (set OPENAI_BASE_URL / OPENAI_API_KEY and --llm-model): recipes and rewrites only")
 
         def verify(overlay_dir: str, patch: Any) -> Verification:
             say(f"verifying a candidate patch to {', '.join(patch.files)}")
             return verify_candidate(baseline, cluster.ref, overlay_dir=overlay_dir, files=patch.files,
                                     options=vopts, runner=run, baselines=baselines)
 
-        agent = run_agent(ctx, llm, policy, verify, attempts=opts.attempts, work_dir=work / "candidates")
-        outcome.agent = agent
-        transcript.add("agent", stopped=agent.stopped, attempts=[{"n": a.n, "stage": a.stage, "ok": a.ok,
-                                                                  "feedback": a.feedback} for a in agent.attempts],
-                       prompt_tokens=agent.prompt_tokens, completion_tokens=agent.completion_tokens)
+        tried = [f"{t.id} ({'verified' if t.passed else 'did not verify'})" for t in outcome.recipes]
+        history = from_bundles(opts.history or [opts.out_dir])
+        aopts = AgentOptions(search=SearchOptions(rounds=opts.attempts if llm else 0, samples=opts.samples),
+                             history=history, exclude_models=(baseline.spec.model_id,), rewrites=opts.rewrites)
+        agent = run_agent(baseline, cluster, llm=llm, verify=verify, work_dir=work / "candidates",
+                          recipes_tried=tried, opts=aopts)
+        outcome.agent = agent.result
+        transcript.add("agent", stopped=agent.result.stopped, cut=agent.result.cut,
+                       candidates=[{"n": c.n, "source": c.source, "round": c.round, "stage": c.stage, "ok": c.ok,
+                                    "duplicate_of": c.duplicate_of, "feedback": c.feedback[:500]}
+                                   for c in agent.result.candidates],
+                       prompt_tokens=agent.result.prompt_tokens, completion_tokens=agent.result.completion_tokens)
+        if llm is None and not agent.result.candidates:
+            outcome.message = "no LLM configured (set OPENAI_BASE_URL / OPENAI_API_KEY and --llm-model) and no " \
+                              "playbook rewrite matched: recipes only"
 
     _write_bundle(bdir, baseline, cluster, outcome, best_recipe, agent, llm, transcript)
     shutil.rmtree(work, ignore_errors=True)
@@ -188,29 +179,29 @@ def _fix_cluster(baseline: RunResult, cluster: cl.Cluster, opts: FixOptions, llm
 
 
 def _write_bundle(bdir: Path, baseline: RunResult, cluster: cl.Cluster, outcome: FixOutcome,
-                  best_recipe: RecipeTrial | None, agent: AgentResult | None, llm: LLMClient | None,
+                  best_recipe: RecipeTrial | None, agent: AgentRun | None, llm: LLMClient | None,
                   transcript: Transcript) -> None:
-    best_patch = agent.best if agent else None
+    win: Judgement | None = agent.winner if agent else None
+    best = agent.result.best if agent else None
     for stale in ("patch.diff", "verification.json", "transcript.jsonl", "report.md"):
         (bdir / stale).unlink(missing_ok=True)
-    if best_patch is not None:
-        ver, kind = best_patch.verification, "patch"
+    if win is not None and best is not None:
+        ver, kind, source = win.verification, "patch", best.source
         # Redacted like every file: a patch carrying a key then fails the chain of custody.
-        write_text(bdir / "patch.diff", best_patch.diff or "")
-        target = target_of(best_patch.files)
+        write_text(bdir / "patch.diff", win.diff or "")
+        target = target_of(win.files)
     elif best_recipe is not None:
-        ver, kind, target = best_recipe.verification, "recipe", "config"
+        ver, kind, target, source = best_recipe.verification, "recipe", "config", "recipe"
     else:
-        tried = [a.verification for a in (agent.attempts if agent else []) if a.verification] + \
-                [t.verification for t in outcome.recipes if t.verification]
-        ver, kind, target = (tried[-1] if tried else None), None, "config"
+        tried = [t.verification for t in outcome.recipes if t.verification]
+        ver, kind, target, source = (tried[-1] if tried else None), None, "config", None
     outcome.status = "fixed" if kind else "not_fixed"
-    outcome.kind = kind
+    outcome.kind, outcome.source = kind, source
     bundle = FixBundle(
         fix_key=f"{baseline.spec.model_id}/{cluster.key}", model_id=baseline.spec.model_id, cluster=cluster.ref,
         target=target, kind=kind or "patch", recipe=best_recipe.settings if (kind == "recipe" and best_recipe) else None,
-        files=list(best_patch.files) if best_patch else [], llm_model=llm.model if llm else None,
-        attempts=len(agent.attempts) if agent else 0, verified=kind is not None,
+        files=list(win.files) if win else [], llm_model=llm.model if llm else None,
+        attempts=len(agent.result.candidates) if agent else 0, fix_source=source, verified=kind is not None,
         versions={"torch": baseline.versions.torch, "transformers": baseline.versions.transformers},
         before=snapshot(baseline, cluster.ref), after=ver.after if ver else snapshot(baseline, cluster.ref),
         repro=repro_command(baseline.spec), created_at=_dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat(),
@@ -223,7 +214,7 @@ def _write_bundle(bdir: Path, baseline: RunResult, cluster: cl.Cluster, outcome:
         write_text(bdir / "transcript.jsonl", src.read_text(encoding="utf-8"))
     else:
         (bdir / "transcript.jsonl").write_text("", encoding="utf-8")
-    write_text(bdir / "report.md", render_report(bundle, ver, outcome, best_patch.diff if best_patch else None))
+    write_text(bdir / "report.md", render_report(bundle, ver, outcome, win.diff if win else None))
     outcome.bundle_dir = str(bdir)
 
 

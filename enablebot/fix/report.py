@@ -11,8 +11,8 @@ from .clusters import key_of
 from .recipes import settings_text
 
 if TYPE_CHECKING:
-    from .loop import FixOutcome
-    from .verify import Verification
+    from .judge.verify import Verification
+    from .outcome import FixOutcome
 
 
 def repro_command(spec: RunSpec) -> str:
@@ -64,8 +64,10 @@ def render_report(bundle: FixBundle, ver: "Verification | None", outcome: "FixOu
             f"- Result: **{status}**",
             f"- Versions: torch {bundle.versions.get('torch', '')}, transformers {bundle.versions.get('transformers', '')}",
             f"- Reproduce: `{bundle.repro}`"]
-    if bundle.llm_model:
-        out.append(f"- LLM: `{bundle.llm_model}`, {bundle.attempts} attempt(s)")
+    if bundle.fix_source:
+        out.append(f"- Fix idea from: **{bundle.fix_source}**")
+    if bundle.llm_model or bundle.attempts:
+        out.append(f"- Candidates: {bundle.attempts}" + (f"; LLM `{bundle.llm_model}`" if bundle.llm_model else ""))
     if outcome.message:
         out.append(f"- Note: {outcome.message}")
     out += ["", "## Before / after", "", snapshot_table(bundle.before, bundle.after), ""]
@@ -86,13 +88,14 @@ def render_report(bundle: FixBundle, ver: "Verification | None", outcome: "FixOu
             why = (t.feedback or "").replace("|", "\\|").replace("\n", " ")[:300]
             out.append(f"| {t.id} | `{settings_text(t.settings)}` | {'verified' if t.passed else 'does not fix it'} | {why} |")
         out.append("")
-    if outcome.agent and outcome.agent.attempts:
-        out += ["## Agent attempts", "", "| # | stage reached | result | feedback |", "|---|---|---|---|"]
-        for a in outcome.agent.attempts:
-            fb = (a.feedback or "").replace("|", "\\|").replace("\n", " ")[:300]
-            out.append(f"| {a.n} | {a.stage} | {'verified' if a.ok else 'rejected'} | {fb} |")
-        out += ["", f"Stopped: {outcome.agent.stopped}; tokens: {outcome.agent.prompt_tokens} prompt + "
-                f"{outcome.agent.completion_tokens} completion.", ""]
+    if outcome.agent and outcome.agent.candidates:
+        a = outcome.agent
+        out += ["## Candidates", "", "| # | source | round | stage reached | result | feedback |", "|---|---|---|---|---|---|"]
+        for c in a.candidates:
+            fb = (c.feedback or "").replace("|", "\\|").replace("\n", " ")[:300]
+            out.append(f"| {c.n} | {c.source} | {c.round} | {c.stage} | {'verified' if c.ok else 'rejected'} | {fb} |")
+        out += ["", f"Stopped: {a.stopped}; {a.applied()} distinct candidate(s) applied; tokens: {a.prompt_tokens} "
+                f"prompt + {a.completion_tokens} completion; LLM {a.llm_s:.0f} s, judge {a.judge_s:.0f} s.", ""]
     return "\n".join(out)
 
 

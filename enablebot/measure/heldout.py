@@ -1,4 +1,4 @@
-"""The children of the held-out numerics check (`fix.reference.reference_numerics` is the parent):
+"""The children of the held-out numerics check (`fix.judge.reference.reference_numerics` is the parent):
 
   dump   (unpatched child)  build the tiny model, save its weights, the inputs, the eager
                             outputs in the run dtype and the fp64 eager outputs;

@@ -27,7 +27,7 @@ from github.PullRequest import PullRequest
 from github.Repository import Repository
 
 from ..fix.bundle import FixBundle, read_patch
-from ..fix.overlay import PatchApplyError, apply_hunks
+from ..fix.judge.overlay import PatchApplyError, apply_hunks
 from .github_client import GitHubError, explain, read_text_at, step
 from .body import PR_META, pr_title, read_meta, render_pr_body, verification_passed
 from ..results import Serializable
@@ -75,7 +75,7 @@ class PrOutcome(Serializable):
 
 
 def parse_patch(patch: str) -> list[unidiff.PatchedFile]:
-    """The files of a bundle's patch; bundles only modify existing files (see fix.patchguard)."""
+    """The files of a bundle's patch; bundles only modify existing files (see fix.judge.patchguard)."""
     try:
         files = list(unidiff.PatchSet(patch))
     except unidiff.UnidiffParseError as e:
@@ -122,7 +122,7 @@ def _read_json(path: Path) -> dict[str, Any] | None:
 def plan_pr(bundle_dir: str | Path, *, model_type: str | None = None) -> PrPlan:
     """The PR of a bundle. Refuses (NotPrAble) a recipe, an unverified bundle, and one that
     fails the chain of custody: patch changed since verification, path policy, target."""
-    from ..fix.custody import CustodyError, check_custody
+    from ..fix.judge.custody import CustodyError, check_custody
 
     d = Path(bundle_dir)
     bundle = FixBundle.load(d)

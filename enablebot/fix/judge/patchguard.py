@@ -3,8 +3,9 @@
 LLM output is untrusted data. A patch is accepted only when
 - it is a well-formed unified diff (parsed with `unidiff`) that modifies existing text files;
 - every path is relative, normalised (no `..`, no absolute path, no backslash) and inside
-  the allow-list: `torch/_dynamo/**`, `torch/_inductor/**`, or the model's own
-  `src/transformers/models/<type>/modeling_<type>.py`;
+  the allow-list: `torch/_dynamo/**`, `torch/_inductor/**`, the model's own
+  `src/transformers/models/<type>/modeling_<type>.py`, and the transformers files on the break's
+  own call path (`frame_files`, from the reproduction run);
 - it stays under a size limit (bytes, files, changed lines);
 - its added lines carry no side effects: no process, file, network, `eval`/`exec`/`compile`,
   dynamic-import or introspection-escape calls, and no module-level call (code that would run
@@ -18,8 +19,9 @@ from __future__ import annotations
 import fnmatch
 import re
 from dataclasses import dataclass, field
+from typing import Any, Iterable
 
-from ..results import Serializable
+from ...results import Serializable
 
 TORCH_ALLOWED = ("torch/_dynamo/**", "torch/_inductor/**")
 FORBIDDEN = ("**/test/**", "**/tests/**", "**/test_*.py", "enablebot/**", "prompts/**", "**/conftest.py",
@@ -40,6 +42,9 @@ class PatchRejected(ValueError):
 class PatchPolicy:
     model_type: str | None = None  # allows src/transformers/models/<type>/modeling_<type>.py
     allow_torch: bool = True
+    # Upstream transformers files of the break's own frames (`frame_files`): a break in a file the
+    # model borrows (mistral3 -> pixtral's modeling file) is fixed where it is.
+    frame_files: tuple[str, ...] = ()
     max_bytes: int = MAX_PATCH_BYTES
     max_files: int = MAX_FILES
     max_changed_lines: int = MAX_CHANGED_LINES
@@ -48,7 +53,25 @@ class PatchPolicy:
         globs = list(TORCH_ALLOWED) if self.allow_torch else []
         if self.model_type:
             globs.append(model_file(self.model_type))
+        globs += [f for f in self.frame_files if f not in globs]
         return globs
+
+
+def frame_files(breaks: Iterable[Any]) -> tuple[str, ...]:
+    """The upstream transformers files on the call path of `breaks` (GraphBreak-like objects with
+    `user_frame` and `stack`), as a patch policy may allow them: Python files under
+    src/transformers/, never a forbidden one (tests, ...). Derived from a reproduction run, never
+    from anything a candidate or a bundle says."""
+    from ..sources import upstream_path
+
+    out: list[str] = []
+    for gb in breaks:
+        for f in [getattr(gb, "user_frame", None), *getattr(gb, "stack", [])]:
+            up = upstream_path(f.filename) if f is not None and getattr(f, "filename", None) else None
+            if up and up.startswith("src/transformers/") and up.endswith(".py") and up not in out \
+                    and not any(fnmatch.fnmatchcase(up, pat) for pat in FORBIDDEN):
+                out.append(up)
+    return tuple(out)
 
 
 @dataclass

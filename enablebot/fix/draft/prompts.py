@@ -9,7 +9,7 @@ import string
 from pathlib import Path
 from typing import Any
 
-from ..shipped import shipped
+from ...shipped import shipped
 
 DEFAULT_DIR = shipped("prompts")
 

@@ -25,7 +25,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from ..results import RunResult, Serializable, Timing
+from ...results import RunResult, Serializable, Timing
 
 # A real fix may drop a few ops (a data-dependent index replaced by a dense mask), but not a
 # fifth of what was captured: disabling one layer of a tiny model already drops more.

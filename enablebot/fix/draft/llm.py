@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..results import Serializable
+from ...results import Serializable
 
 
 class LLMUnavailable(RuntimeError):
@@ -61,7 +61,7 @@ class Budget(Serializable):
 
 
 # One redaction for every file the bot writes (transcripts included): enablebot.redact.
-from ..redact import SECRET_ENV, redact  # noqa: E402,F401 - re-exported for callers of fix.llm
+from ...redact import SECRET_ENV, redact  # noqa: E402,F401 - re-exported for callers of fix.draft.llm
 
 
 class Transcript:
@@ -121,7 +121,10 @@ class LLMClient:
         # A local endpoint may need no key; the client insists on one being set.
         return OpenAI(base_url=self.base_url, api_key=self.api_key or "unused", max_retries=0, timeout=self.timeout_s)
 
-    def chat(self, messages: list[dict[str, str]]) -> LLMReply:
+    def chat(self, messages: list[dict[str, str]], *, temperature: float | None = None,
+             seed: int | None = None) -> LLMReply:
+        """One completion; `temperature` overrides the client's, `seed` asks for a distinct,
+        repeatable sample (servers that ignore it still vary with the temperature)."""
         import openai
 
         why = self.budget.exhausted()
@@ -131,8 +134,10 @@ class LLMClient:
         attempt = 0
         while True:
             try:
-                resp = client.chat.completions.create(model=self.model, messages=messages,
-                                                      max_tokens=self.max_tokens, temperature=self.temperature)
+                extra = {"seed": seed} if seed is not None else {}
+                resp = client.chat.completions.create(
+                    model=self.model, messages=messages, max_tokens=self.max_tokens,
+                    temperature=self.temperature if temperature is None else temperature, **extra)
                 break
             except (openai.RateLimitError, openai.InternalServerError, openai.APIConnectionError, ValueError) as e:
                 # ValueError: a body that is not JSON (a proxy's error page, a truncated reply).
@@ -158,7 +163,8 @@ class LLMClient:
         text = str(getattr(message, "content", "") or "")
         reply = LLMReply(text=text, prompt_tokens=pt, completion_tokens=ct,
                          finish_reason=getattr(choice, "finish_reason", None), retries=attempt)
-        self._log("llm_call", model=self.model, messages=messages, response=text, prompt_tokens=pt,
+        self._log("llm_call", model=self.model, messages=messages, response=text, prompt_tokens=pt, seed=seed,
+                  temperature=self.temperature if temperature is None else temperature,
                   completion_tokens=ct, finish_reason=reply.finish_reason, retries=attempt)
         return reply
 

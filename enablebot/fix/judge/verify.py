@@ -7,13 +7,13 @@ config settings. It is verified when, all in child processes:
   no_new_breaks no break cluster that was not there before, and no more breaks or graphs;
   numerics      compiled vs eager against fp64 on the reproduction inputs (the runner's check);
   heldout       compiled (patched) vs the UNPATCHED eager / fp64 model on another seed and
-                another shape than the agent saw (enablebot.fix.reference);
+                another shape than the agent saw (enablebot.fix.judge.reference);
   speed         compiled time not worse than before beyond `speed_threshold`
                 (before_ms / after_ms >= threshold), re-measured once when it fails;
   samples       other architectures that import the patched file: no new breaks, no
                 numerics failure, no worse verdict;
   installed     the installed files the overlay shadows are byte-for-byte unchanged;
-  gates         anti-gaming (enablebot.fix.gates): ops_captured, graphs_nonzero, frames_skipped,
+  gates         anti-gaming (enablebot.fix.judge.gates): ops_captured, graphs_nonzero, frames_skipped,
                 escape_hatches, import_effects, state_writes, and samples_speed when the reproduction is timed.
 """
 
@@ -29,11 +29,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from ..fileio import atomic_write_text
-from ..results import Numerics, RunResult, RunSpec, Serializable, Timing
-from .bundle import ClusterRef, FixBundle, Snapshot, read_patch
+from ...fileio import atomic_write_text
+from ...results import Numerics, RunResult, RunSpec, Serializable, Timing
+from ..bundle import ClusterRef, FixBundle, Snapshot, read_patch
 from . import gates
-from .clusters import clusters_of, count_in, key_of
+from ..clusters import clusters_of, count_in, key_of
 
 Runner = Callable[[RunSpec], RunResult]
 HELDOUT_SEED_OFFSET = 1009
@@ -75,7 +75,7 @@ class Verification(Serializable):
     heldout_shape: list[int] = field(default_factory=list)  # batch, seq_len
     speed_ratio: float | None = None  # > 1: the candidate is faster (see _ratio)
     samples: list[SampleCheck] = field(default_factory=list)
-    # Chain of custody (enablebot.fix.custody): the exact patch verified and each touched file.
+    # Chain of custody (enablebot.fix.judge.custody): the exact patch verified and each touched file.
     patch_sha256: str = ""
     files_sha256: dict[str, dict[str, str]] = field(default_factory=dict)
     started_at: str = ""
@@ -120,7 +120,7 @@ def snapshot(result: RunResult, ref: ClusterRef | None = None) -> Snapshot:
 
 
 def default_runner(spec: RunSpec) -> RunResult:
-    from ..execute.isolation import run_in_child
+    from ...execute.isolation import run_in_child
 
     return run_in_child(spec)
 
@@ -321,7 +321,7 @@ def verify_candidate(baseline: RunResult, ref: ClusterRef, *, overlay_dir: str |
     checks.append(Check("runs", after.ok, f"verdict {after.verdict}" + (f": {after.error.message[:600]}" if after.error else "")))
     if after.ok:
         checks.extend(_break_checks(v, baseline, after, ref))
-        # Anti-gaming: what was captured, not only how many breaks are left (enablebot.fix.gates).
+        # Anti-gaming: what was captured, not only how many breaks are left (enablebot.fix.judge.gates).
         checks.extend(Check(g.name, g.passed, g.detail) for g in gates.evaluate(baseline, after))
         n = after.numerics
         checks.append(Check("numerics", bool(n and n.passed),
@@ -364,7 +364,7 @@ def verify_candidate(baseline: RunResult, ref: ClusterRef, *, overlay_dir: str |
 
 
 def _first_reason(result: RunResult, ref: ClusterRef) -> str:
-    from .clusters import matches
+    from ..clusters import matches
 
     for gb in result.graph_breaks:
         if matches(gb, ref):
@@ -412,7 +412,7 @@ def verify_bundle(bundle_dir: str | Path, *, device: str = "cpu", speed_threshol
     the patch goes through the guard again. `cache` keeps unpatched runs (the model's and the
     samples') across several bundles of one `verify` call."""
     from .overlay import build_overlay
-    from .patchguard import PatchPolicy, check_patch
+    from .patchguard import PatchPolicy, check_patch, frame_files
 
     bdir = Path(bundle_dir)
     bundle = FixBundle.load(bdir)
@@ -424,13 +424,7 @@ def verify_bundle(bundle_dir: str | Path, *, device: str = "cpu", speed_threshol
     work = work_dir or Path(tempfile.mkdtemp(prefix="enablebot-verify-"))
     overlay_dir, files = None, []
     patch = read_patch(bdir)
-    if patch:
-        model_type = model_type_of(spec.model_id)
-        checked = check_patch(patch, PatchPolicy(model_type=model_type))
-        overlay_dir = str(work / "overlay")
-        build_overlay(checked.diff, overlay_dir)
-        files = checked.files
-    elif bundle.kind != "recipe":
+    if not patch and bundle.kind != "recipe":
         raise ValueError(f"{bdir}: a {bundle.kind} bundle without patch.diff")
     run = runner or default_runner
     cache = cache if cache is not None else {}
@@ -440,6 +434,16 @@ def verify_bundle(bundle_dir: str | Path, *, device: str = "cpu", speed_threshol
     baseline = cache[key]
     if not baseline.ok:
         raise ValueError(f"{spec.model_id} does not run here unpatched ({baseline.verdict}); cannot verify {bdir}")
+    if patch:
+        from ..clusters import matches
+
+        # The files this break may touch come from the reproduction here, not from the bundle.
+        policy = PatchPolicy(model_type=model_type_of(spec.model_id),
+                             frame_files=frame_files(b for b in baseline.graph_breaks if matches(b, bundle.cluster)))
+        checked = check_patch(patch, policy)
+        overlay_dir = str(work / "overlay")
+        build_overlay(checked.diff, overlay_dir)
+        files = checked.files
     opts = VerifyOptions(speed_threshold=speed_threshold, sample_models=sample_models, work_dir=work)
     return verify_candidate(baseline, bundle.cluster, overlay_dir=overlay_dir, settings=bundle.recipe or {},
                             files=files, options=opts, runner=run, baselines=cache)
@@ -454,7 +458,7 @@ def _bundle_spec(bdir: Path, bundle: FixBundle) -> RunSpec:
 
 
 def model_type_of(model_id: str) -> str | None:
-    from ..model.resolve import resolve
+    from ...model.resolve import resolve
 
     try:
         return resolve(model_id).model_type

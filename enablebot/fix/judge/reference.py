@@ -27,11 +27,11 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from ..results import Numerics, RunSpec
+from ...results import Numerics, RunSpec
 
 
 def _run(mode: str, spec: RunSpec, data_path: Path, timeout_s: float, log_path: Path) -> dict[str, Any]:
-    from ..execute.isolation import child_command
+    from ...execute.isolation import child_command
 
     work = Path(tempfile.mkdtemp(prefix="enablebot-ref-"))
     spec_path, out_path = work / "spec.json", work / "out.json"

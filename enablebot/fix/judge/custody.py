@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .bundle import FixBundle, read_patch
+from ..bundle import FixBundle, read_patch
 
 
 class CustodyError(ValueError):
@@ -73,7 +73,10 @@ def check_custody(bundle_dir: str | Path, *, model_type: str | None = None) -> C
                            f"!= verified {recorded[:12]}); refusing to PR it")
     mt = model_type if model_type is not None else _model_type(bundle.model_id)
     try:
-        checked = check_patch(patch, PatchPolicy(model_type=mt))
+        # Borrowed files the verifier accepted (the break's own frames, found by its reproduction;
+        # `enablebot verify` re-derives them from a fresh run).
+        borrowed = tuple(f for f in ver.get("files") or [] if isinstance(f, str) and f.startswith("src/transformers/"))
+        checked = check_patch(patch, PatchPolicy(model_type=mt, frame_files=borrowed))
     except PatchRejected as e:
         raise CustodyError(f"{bundle.fix_key}: the patch breaks the path policy: {e}") from e
     files = checked.files
@@ -118,7 +121,7 @@ def _recheck_files(key: str, patch: str, recorded: dict[str, dict[str, str]]) ->
 
 
 def _model_type(model_id: str) -> str | None:
-    from ..model.resolve import resolve
+    from ...model.resolve import resolve
 
     try:
         return resolve(model_id).model_type

@@ -15,59 +15,28 @@ from __future__ import annotations
 
 import difflib
 import hashlib
-import importlib.util
 import json
 from pathlib import Path
 
 # The manifest types and the loader live in the execution layer; fix code imports them from here too.
-from ..execute.overlay_loader import MANIFEST, Overlay, OverlayFile, install_overlay, load_overlay, sha256_text  # noqa: F401
-from ..fileio import atomic_write_text
+from ...execute.overlay_loader import MANIFEST, Overlay, OverlayFile, install_overlay, load_overlay, sha256_text  # noqa: F401
+from ...fileio import atomic_write_text
 
-# Upstream repo layout -> installed package: (upstream prefix, top-level package).
-_LAYOUT = (("torch/", "torch"), ("src/transformers/", "transformers"))
+from .. import sources
+from ..sources import package_root, upstream_path  # noqa: F401 - re-exported for the judge's callers
 
 
 class PatchApplyError(ValueError):
     """The diff does not apply to the installed files; the message is fed back to the agent."""
 
 
-def package_root(package: str) -> Path:
-    """Directory containing the installed top-level package (find_spec does not import it)."""
-    spec = importlib.util.find_spec(package)
-    if spec is None or not spec.submodule_search_locations:
-        raise PatchApplyError(f"package {package!r} is not installed")
-    return Path(list(spec.submodule_search_locations)[0]).resolve().parent
-
-
 def locate(upstream: str) -> tuple[str, Path]:
-    """(module name, installed file) of an upstream repo path."""
-    for prefix, package in _LAYOUT:
-        if upstream.startswith(prefix):
-            rel = package + "/" + upstream[len(prefix):] if prefix.startswith("src/") else upstream
-            root = package_root(package)
-            installed = root / rel
-            if installed.is_symlink():
-                raise PatchApplyError(f"{upstream}: the installed file is a symlink; refusing to patch it")
-            resolved = installed.resolve()
-            if not resolved.is_relative_to(root / package) or not resolved.is_file():
-                raise PatchApplyError(f"{upstream}: no such file in the installed {package} ({installed})")
-            module = rel[:-3].replace("/", ".")
-            if module.endswith(".__init__"):
-                module = module[: -len(".__init__")]
-            return module, resolved
-    raise PatchApplyError(f"{upstream}: not a torch/ or src/transformers/ path")
-
-
-def upstream_path(filename: str) -> str | None:
-    """Upstream repo path of an installed file (the inverse of `locate`), None if outside."""
-    path = Path(filename).resolve()
-    for prefix, package in _LAYOUT:
-        try:
-            rel = path.relative_to(package_root(package) / package)
-        except (ValueError, PatchApplyError):
-            continue
-        return f"{prefix}{rel.as_posix()}" if prefix.startswith("src/") else f"{package}/{rel.as_posix()}"
-    return None
+    """(module name, installed file) of an upstream repo path (`fix.sources.locate`, raising
+    PatchApplyError: to the judge, a path without an installed file is a patch that cannot apply)."""
+    try:
+        return sources.locate(upstream)
+    except sources.SourceNotFound as e:
+        raise PatchApplyError(str(e)) from e
 
 
 def _find(lines: list[str], block: list[str], hint: int, start: int) -> int | None:

@@ -24,9 +24,9 @@ from typing import Any, Callable
 
 import yaml
 
-from ..fileio import atomic_write_text
-from ..model.registry import ArchEntry, Registry
-from ..results import OK_VERDICTS, RunResult, RunSpec, Serializable
+from ...fileio import atomic_write_text
+from ...model.registry import ArchEntry, Registry
+from ...results import OK_VERDICTS, RunResult, RunSpec, Serializable
 
 BUILDER_ERRORS = ("create_error", "eager_error")
 ENTRY_KEYS = {"config", "inputs"}
@@ -98,7 +98,7 @@ def _scalar_problem(path: str, v: Any) -> str | None:
 
 
 def _check_config(cfg: Any, path: str, problems: list[str]) -> None:
-    from ..model.shrink import LAYER_KEYS
+    from ...model.shrink import LAYER_KEYS
 
     if not isinstance(cfg, dict):
         problems.append(f"{path}: must be a mapping of overrides")
@@ -161,7 +161,7 @@ def _check_shape_expr(path: str, e: Any, problems: list[str]) -> None:
 
 
 def _check_tensor(spec: Any, path: str, problems: list[str]) -> None:
-    from ..model.tensors import RULES
+    from ...model.tensors import RULES
 
     if not isinstance(spec, dict):
         problems.append(f"{path}: a tensor spec is a mapping")
@@ -258,7 +258,7 @@ def registry_diff(before: str, after: str, path: str = "model_registry.yaml") ->
 
 def recipe_language() -> str:
     """The recipe language as inputs.py documents it, without the code hook."""
-    from ..model import inputs
+    from ...model import inputs
 
     doc = inputs.__doc__ or ""
     start = doc.index("    inputs:") if "    inputs:" in doc else 0
@@ -311,7 +311,7 @@ def draft_entry(model_type: str, registry: Registry, llm: Any, out_dir: Path, *,
                 runner: Runner | None = None, modes: tuple[str, ...] = ("eval", "train"),
                 timeout_s: float = 300.0, say: Callable[[str], None] = lambda m: None) -> EntryOutcome:
     """Reproduce the builder failure, ask the LLM for an entry, validate, verify, bundle."""
-    from ..execute.isolation import run_in_child
+    from ...execute.isolation import run_in_child
 
     runner = runner or (lambda s: run_in_child(s))
     entry = registry.get(model_type)
@@ -375,7 +375,7 @@ def draft_entry(model_type: str, registry: Registry, llm: Any, out_dir: Path, *,
 def _write_bundle(work: Path, model_type: str, entry: ArchEntry, drafted: dict[str, Any],
                   before: dict[str, RunResult], after: dict[str, RunResult], base_text: str, new_text: str,
                   llm: Any, attempts: int) -> Path:
-    from .bundle import ClusterRef, FixBundle, Snapshot
+    from ..bundle import ClusterRef, FixBundle, Snapshot
 
     first_bad = next(r for r in before.values() if r.verdict in BUILDER_ERRORS)
     any_after = next(iter(after.values()))
