@@ -501,8 +501,9 @@ def _pick_def(path: str, defs: list[_Def], edit: Edit, reply_node, anchor: int |
 
 
 def _reply_node(edit: Edit):
-    tree = ast.parse(edit.replace)
-    return tree.body[0]
+    lines = edit.replace.splitlines()
+    k = len(_indent(lines[0]))  # a method taken from its class wrapper is still indented
+    return ast.parse("\n".join(_strip_indent(ln, k) for ln in lines)).body[0]
 
 
 def _resolve_function(path: str, text: str, edit: Edit, anchor: int | None) -> list[_Span]:
