@@ -1,13 +1,14 @@
 """Edit formats a small model gets right: search/replace blocks, whole functions and lenient
 unified diffs, applied to the real installed switch_transformers source."""
 
+import json
 from pathlib import Path
 
 import pytest
 
 from enablebot.fix.edits import NO_EDIT, EditError, apply_edits, parse_reply, to_unified_diff
 from enablebot.fix.overlay import build_overlay, locate
-from enablebot.fix.patchguard import PatchPolicy, check_patch
+from enablebot.fix.patchguard import PatchPolicy, check_patch, model_file
 
 P = "src/transformers/models/switch_transformers/modeling_switch_transformers.py"
 TEXT = locate(P)[1].read_text(encoding="utf-8")
@@ -326,3 +327,34 @@ def test_edit_that_breaks_the_syntax_is_refused_with_the_lines():
     with pytest.raises(EditError, match=r"does not parse: .* at line") as e:
         apply_edits(parse_reply(_block(f"{LOOP}\n", "        for expert_idx in expert_hit\n")), FILES)
     assert "for expert_idx in expert_hit" in str(e.value)
+
+
+# ------------------------------------------------------------------ the 1.5B model's real replies
+
+REPLIES = [json.loads(ln) for ln in (Path(__file__).parent / "fixtures" / "fix" / "qwen1.5b_replies.jsonl")
+           .read_text().splitlines()]  # results/fixbench-agent/agent_transcript.jsonl, the 6 replies
+
+
+def test_recorded_small_model_diffs_reach_the_verifier(tmp_path):
+    # The old path (extract_diff -> check_patch -> build_overlay) applied 1 of these 6 replies:
+    # 4 miscounted a header (switch_transformers) or put a context line off by a space
+    # (longformer), 2 quote pixtral's code into mistral3's file. All four of the first kind now apply;
+    # the two wrong-file ones get the nearest real lines back.
+    diffs = {}
+    for i, row in enumerate(REPLIES):
+        path = model_file(row["model_type"])
+        files = {path: locate(path)[1].read_text(encoding="utf-8")}
+        edits = parse_reply(row["reply"])
+        assert [e.kind for e in edits] == ["hunk"]
+        if row["model_type"] == "mistral3":
+            with pytest.raises(EditError, match="matches no lines.*\nDid you mean to match these actual lines"):
+                apply_edits(edits, files, default_path=path)
+            continue
+        diff = to_unified_diff(files, apply_edits(edits, files, default_path=path))
+        checked = check_patch(diff, PatchPolicy(model_type=row["model_type"]))
+        assert build_overlay(checked.diff, tmp_path / str(i)).canonical_diff == diff
+        diffs[i] = diff
+    assert sorted(diffs) == [0, 1, 4, 5]
+    assert diffs[0] == diffs[1] and diffs[4] == diffs[5]  # the off-by-a-space retry is the same edit
+    assert "+        for expert_idx in expert_hit.tolist():\n" in diffs[4]
+    assert "+            else max(self.config.attention_window) // 2\n" in diffs[0]

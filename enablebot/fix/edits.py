@@ -51,7 +51,8 @@ class Edit:
     """One edit as the reply wrote it (nothing is resolved against a file yet).
 
     kind: `search_replace` (search -> replace), `hunk` (a unified-diff hunk as old -> new lines;
-    `line` is its @@ -N start, used only to choose between several matches) or `function`
+    `line` is its @@ -N start, used only to choose between several matches; `body` its lines as
+    written, each tagged ' ', '-' or '+', which says which lines are context) or `function`
     (replace: the reply's source of one function; name: its qualname as written,
     `Cls.method` inside a class wrapper, else the bare name; imports: import statements that
     stood at the top of the same block). path: as written in the reply, None when not given.
@@ -65,6 +66,7 @@ class Edit:
     line: int | None = None
     imports: tuple[str, ...] = ()
     index: int = 0
+    body: str = ""
 
     def describe(self) -> str:
         what = {"search_replace": "SEARCH/REPLACE block", "hunk": "diff hunk", "function": "function"}[self.kind]
@@ -159,13 +161,13 @@ def _diff_hunks(diff: str, first_index: int) -> list[Edit]:
     miscount them); a hunk ends at the next header or at a line that is not ' ', '+', '-' or blank."""
     edits: list[Edit] = []
     path: str | None = None
-    hunk: tuple[int, list[str], list[str]] | None = None
+    hunk: tuple[int, list[str], list[str], list[str]] | None = None
 
     def close() -> None:
         nonlocal hunk
         if hunk and (hunk[1] != hunk[2]):
             edits.append(Edit("hunk", path, search=_join(hunk[1]), replace=_join(hunk[2]), line=hunk[0],
-                              index=first_index + len(edits)))
+                              index=first_index + len(edits), body=_join(hunk[3])))
         hunk = None
 
     lines = diff.splitlines()
@@ -182,9 +184,10 @@ def _diff_hunks(diff: str, first_index: int) -> list[Edit]:
         elif ln.startswith("@@"):
             close()
             m = _HUNK.match(ln)
-            hunk = (int(m.group(1)) if m else 0, [], [])
+            hunk = (int(m.group(1)) if m else 0, [], [], [])
         elif hunk is not None and ln[:1] in (" ", "-", "+", ""):
             tag, body = (ln[:1] or " "), ln[1:]
+            hunk[3].append(tag + body)
             if tag in (" ", "-"):
                 hunk[1].append(body)
             if tag in (" ", "+"):
@@ -274,7 +277,7 @@ def parse_reply(text: str) -> list[Edit]:
     for d in diffs:
         edits.extend(_diff_hunks(d, len(edits) + 1))
     for f in funcs:
-        edits.append(Edit(f.kind, f.path, f.search, f.replace, f.name, f.line, f.imports, len(edits) + 1))
+        edits.append(Edit(f.kind, f.path, f.search, f.replace, f.name, f.line, f.imports, len(edits) + 1, f.body))
     return edits
 
 
@@ -365,6 +368,34 @@ def _locate(lines: list[str], search: list[str], replace: list[str]) -> list[tup
     return [(idx[i], idx[i + len(dense) - 1] + 1, [pre + r if r else "" for r in rep]) for i, pre in found]
 
 
+def _locate_hunk(lines: list[str], body: list[str]) -> list[tuple[int, int, list[str]]]:
+    """A diff hunk whose context/removed lines match only when each line's own indentation is
+    ignored (a context line off by a space, the failure of the 1.5B model's diffs). The lines
+    are then the file's own for context, and the model's for added lines, shifted by the
+    indentation offset most of the matched lines share."""
+    old = [b[1:] for b in body if b[:1] in (" ", "-")]
+    want = [o.strip() for o in old]
+    if not any(want):
+        return []
+    out = []
+    for i in range(len(lines) - len(old) + 1):
+        if [ln.strip() for ln in lines[i:i + len(old)]] != want:
+            continue
+        shifts = [len(_indent(f)) - len(_indent(o)) for f, o in zip(lines[i:i + len(old)], old) if o.strip()]
+        shift = max(set(shifts), key=shifts.count)
+        new, k = [], i
+        for b in body:
+            tag, text = b[:1], b[1:]
+            if tag == " ":
+                new.append(lines[k])
+            elif tag == "+":
+                new.append(" " * shift + text.rstrip() if shift >= 0 and text.strip() else
+                           _strip_indent(text, -shift).rstrip())
+            k += tag in (" ", "-")
+        out.append((i, i + len(old), new))
+    return out
+
+
 def _quote(lines: list[str], start: int, end: int) -> str:
     return "\n".join(f"{i + 1:5d}| {lines[i]}" for i in range(max(start, 0), min(end, len(lines))))
 
@@ -412,6 +443,8 @@ def _resolve_block(path: str, text: str, edit: Edit) -> _Span:
                         "existing lines next to it in SEARCH and repeat them with the new code in REPLACE")
     lines = text.splitlines()
     hits = _locate(lines, search, replace)
+    if not hits and edit.body:
+        hits = _locate_hunk(lines, edit.body.splitlines())
     if not hits:
         raise _no_match(path, lines, edit, search, replace)
     if len(hits) > 1 and edit.line:  # a diff hunk: its header chooses, as `patch` does
