@@ -73,7 +73,8 @@ def test_diff_fenced_variant_and_several_blocks_per_reply():
     reply = (f"```\n{P}\n<<<<<<< SEARCH\n{HIT}\n=======\n{HIT.replace('.nonzero()', '.nonzero()  # GB0036')}\n"
              ">>>>>>> REPLACE\n<<<<<<< SEARCH\n        expert_mask = selected_experts.permute(2, 1, 0)\n=======\n"
              "        expert_mask = selected_experts.permute(2, 1, 0).contiguous()\n>>>>>>> REPLACE\n```\n"
-             "and also:\n```python\n<<<<<<< SEARCH\n        return final_hidden_states\n\n\nclass SwitchTransformersSparseMLP"
+             "and also:\n```python\n<<<<<<< SEARCH\n        return final_hidden_states\n\n\n"
+             "class SwitchTransformersSparseMLP"
              "(nn.Module):  # inherit from mixtral\n=======\n        return final_hidden_states.contiguous()\n\n\n"
              "class SwitchTransformersSparseMLP(nn.Module):  # inherit from mixtral\n>>>>>>> REPLACE\n```\n")
     edits = parse_reply(reply)
@@ -157,7 +158,8 @@ def test_unified_diff_with_miscounted_header_and_reindented_context_applies():
 def test_diff_hunk_matching_twice_takes_the_one_nearest_its_header():
     clamp = "        # clamp inf values to enable fp16 training\n        if hidden_states.dtype == torch.float16:\n"
     first, second = [i + 1 for i in range(len(LINES) - 1) if "\n".join(LINES[i:i + 2]) + "\n" == clamp]
-    diff = (f"--- a/{P}\n+++ b/{P}\n@@ -{second},2 +{second},2 @@\n-        # clamp inf values to enable fp16 training\n"
+    diff = (f"--- a/{P}\n+++ b/{P}\n@@ -{second},2 +{second},2 @@\n"
+            "-        # clamp inf values to enable fp16 training\n"
             "+        # clamp inf values (fp16)\n         if hidden_states.dtype == torch.float16:\n")
     new = apply_edits(parse_reply(f"```diff\n{diff}```"), FILES)[P].splitlines()
     assert new[first - 1] == LINES[first - 1] and new[second - 1] == "        # clamp inf values (fp16)"
@@ -168,7 +170,8 @@ def test_diff_hunk_matching_twice_takes_the_one_nearest_its_header():
 
 def test_drifted_indentation_and_trailing_spaces_still_apply():
     # SEARCH written at column 0 with trailing spaces; REPLACE keeps its relative indentation.
-    search = "expert_hit = torch.greater(expert_mask.sum(dim=(-1, -2)), 0).nonzero()   \nfor expert_idx in expert_hit:\n"
+    search = ("expert_hit = torch.greater(expert_mask.sum(dim=(-1, -2)), 0).nonzero()   \n"
+              "for expert_idx in expert_hit:\n")
     replace = "for expert_idx in range(self.num_experts):  \n    expert_idx = torch.tensor([expert_idx])\n"
     new = apply_edits(parse_reply(_block(search, replace)), FILES)[P]
     assert new == TEXT.replace(f"{HIT}\n{LOOP}\n", "        for expert_idx in range(self.num_experts):\n"
@@ -183,7 +186,8 @@ def test_trailing_whitespace_only_drift():
 def test_dropped_blank_line_still_applies():
     # The original has a blank line between the permute and expert_hit; the model left it out.
     search = "        expert_mask = selected_experts.permute(2, 1, 0)\n" + HIT + "\n"
-    replace = "        expert_mask = selected_experts.permute(2, 1, 0)\n        expert_hit = torch.arange(self.num_experts)\n"
+    replace = ("        expert_mask = selected_experts.permute(2, 1, 0)\n"
+               "        expert_hit = torch.arange(self.num_experts)\n")
     new = apply_edits(parse_reply(_block(search, replace)), FILES)[P]
     assert "        expert_hit = torch.arange(self.num_experts)\n" + LOOP in new
     assert HIT not in new
@@ -217,8 +221,10 @@ def test_reply_without_edits_and_unchanged_reprint():
     with pytest.raises(EditError, match="no edit"):
         apply_edits([], FILES)
     assert "no edit" in NO_EDIT
-    # A python block of illustration (not functions) is not an edit.
+    # A python block of illustration (not functions) is not an edit, nor is one beside a SEARCH block.
     assert parse_reply(f"```python\n{HIT.strip()}\n```") == []
+    mixed = parse_reply(f"```python\n{DENSE_FN}```\n" + _block(f"{HIT}\n", f"{HIT}  # x\n"))
+    assert [e.kind for e in mixed] == ["search_replace"]
     # The whole class reprinted unchanged (3 of 4 replies of the 1.5B model did this): feedback, not an empty diff.
     start = LINES.index("class SwitchTransformersExperts(nn.ModuleDict):")
     cls = "\n".join(LINES[start:LINES.index("        return final_hidden_states", start) + 1]) + "\n"
@@ -272,7 +278,8 @@ def test_diff_of_a_file_without_final_newline_marks_it():
 
 
 @pytest.mark.parametrize("path", ["src/transformers/models/llama/modeling_llama.py", "../../etc/passwd.py",
-                                  "/etc/modeling_switch_transformers.py", "enablebot/fix/patchguard.py"])
+                                  "/etc/modeling_switch_transformers.py", "enablebot/fix/patchguard.py",
+                                  "src/transformers/models/switch_transformers/../llama/modeling_llama.py"])
 def test_block_naming_a_path_outside_files_is_refused_with_the_allowed_paths(path):
     with pytest.raises(EditError) as e:
         apply_edits(parse_reply(_block(f"{HIT}\n", f"{HIT}  # x\n", path=path)), FILES, default_path=P)
@@ -301,9 +308,9 @@ def test_conflicting_edits_to_the_same_lines_are_refused():
              + _block(f"{HIT}\n{LOOP}\n", "        for expert_idx in range(4):\n"))
     with pytest.raises(EditError, match=rf"block 1 and the SEARCH/REPLACE block 2 both change lines {HIT_LINE}-"):
         apply_edits(parse_reply(reply), FILES)
-    # A block and a whole function that both rewrite the break line.
-    both = _block(f"{HIT}\n", f"{HIT}  # x\n") + f"```python\n{DENSE_FN}```"
-    with pytest.raises(EditError, match="both change lines"):
+    # Two whole versions of the same function.
+    both = f"```python\n{DENSE_FN}```\nor\n```python\n{DENSE_FN.replace('token_mask', 'keep')}```"
+    with pytest.raises(EditError, match="function 1 .* and the function 2 .* both change lines"):
         apply_edits(parse_reply(both), FILES, default_path=P)
     # The same edit twice is one edit.
     twice = _block(f"{HIT}\n", f"{HIT}  # x\n") * 2
@@ -358,3 +365,14 @@ def test_recorded_small_model_diffs_reach_the_verifier(tmp_path):
     assert diffs[0] == diffs[1] and diffs[4] == diffs[5]  # the off-by-a-space retry is the same edit
     assert "+        for expert_idx in expert_hit.tolist():\n" in diffs[4]
     assert "+            else max(self.config.attention_window) // 2\n" in diffs[0]
+
+
+def test_function_with_example_code_and_misnamed_class_wrapper():
+    # A 1.5B-style reply: the class name is wrong and an example call follows the function.
+    reply = ("```python\nclass Experts(nn.Module):\n" + _indent(DENSE_FN, 4)
+             + "\n\n# Example usage\nexperts = Experts(config)\nout = experts(x, sel, w)\n```")
+    edits = parse_reply(reply)
+    assert [e.name for e in edits] == ["Experts.forward"]
+    assert apply_edits(edits, FILES, default_path=P, anchor=(P, HIT_LINE))[P] == _expected_dense()
+    with pytest.raises(EditError, match="names no existing function"):  # without the break's line: no guess
+        apply_edits(edits, FILES, default_path=P)

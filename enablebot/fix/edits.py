@@ -40,6 +40,8 @@ _ELISION = re.compile(r"^\s*(?:\.\.\.|#\s*\.\.\.|#.*\b(?:rest of|remaining code|
 NO_EDIT = ("the reply contains no edit: answer with SEARCH/REPLACE blocks, the whole corrected function in one "
            "```python block, or one ```diff block")
 NEAR_LINES = 3  # context lines quoted around the nearest match
+NEAR_CANDIDATES = 12  # windows scored with difflib when looking for the nearest match
+_WORD = re.compile(r"\w+")
 
 
 class EditError(ValueError):
@@ -201,8 +203,10 @@ def _diff_hunks(diff: str, first_index: int) -> list[Edit]:
 
 
 def _function_edits(fence: _Fence, path: str | None, first_index: int) -> list[Edit]:
-    """The functions of a python block, or [] when it is not a block of functions (an
-    illustration, a whole module). A block that starts like a function but does not parse is an error."""
+    """The functions of a python block (module-level ones and methods of classes), [] when it
+    has none (an illustration). Other statements are not edits and are left out: an example
+    call after the function, or the rest of a reprinted module. A block that starts like a
+    function but does not parse is an error."""
     src = _dedent("\n".join(fence.body)) + "\n"
     code = [ln for ln in src.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
     looks = bool(code) and re.match(r"^(?:@|def |async def |class )", code[0].lstrip()) is not None
@@ -225,10 +229,6 @@ def _function_edits(fence: _Fence, path: str | None, first_index: int) -> list[E
             funcs.extend(_methods(node, node.name))
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
             imports.append(ast.get_source_segment(src, node) or ast.unparse(node))
-        elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
-            continue  # a stray docstring or `...`
-        else:
-            return []  # module-level code: not a block of functions
     out = []
     for qual, node in funcs:
         first = _first_line(node)
@@ -249,8 +249,8 @@ def _methods(cls: ast.ClassDef, prefix: str) -> list[tuple[str, ast.AST]]:
 
 
 def parse_reply(text: str) -> list[Edit]:
-    """All edits in an LLM reply, in reply order by format: search/replace blocks, then diff
-    hunks, then whole functions. [] when the reply holds none (see `NO_EDIT` for the feedback).
+    """All edits in an LLM reply: its search/replace blocks and diff hunks, in that order; when it
+    has neither, the functions of its python blocks. [] when the reply holds none (see `NO_EDIT`).
     Raises EditError for a block that is recognisably an edit but malformed (a SEARCH block
     without its divider or end marker, a function block that does not parse)."""
     if not text:
@@ -258,7 +258,7 @@ def parse_reply(text: str) -> list[Edit]:
     lines = text.replace("\r\n", "\n").split("\n")
     edits, covered = _search_blocks(lines, 1)
     diffs: list[str] = []
-    funcs: list[Edit] = []
+    python: list[_Fence] = []
     for fence in _fences(lines):
         if fence.start in covered or any(_HEAD.match(ln) for ln in fence.body):
             continue
@@ -268,16 +268,18 @@ def parse_reply(text: str) -> list[Edit]:
             if d:
                 diffs.append(d)
         elif fence.lang in _PY_LANGS:
-            path = _as_path(fence.info) or _path_before(lines, fence.start)
-            funcs.extend(_function_edits(fence, path, len(edits) + len(funcs) + 1))
-    if not diffs and not edits and not funcs:
+            python.append(fence)
+    if not diffs and not edits:
         d = extract_diff(text)  # an unfenced diff
-        if d:
+        if d and not python:
             diffs.append(d)
     for d in diffs:
         edits.extend(_diff_hunks(d, len(edits) + 1))
-    for f in funcs:
-        edits.append(Edit(f.kind, f.path, f.search, f.replace, f.name, f.line, f.imports, len(edits) + 1, f.body))
+    if edits:
+        return edits  # python blocks beside explicit edits illustrate them; they are not edits
+    for fence in python:
+        path = _as_path(fence.info) or _path_before(lines, fence.start)
+        edits.extend(_function_edits(fence, path, len(edits) + 1))
     return edits
 
 
@@ -336,7 +338,8 @@ def _match_indented(lines: list[str], pat: list[str]) -> list[tuple[int, str]]:
         pre = head[: len(head) - len(pat[first].rstrip())]
         if pre.strip():
             continue
-        if all((not p.strip() and not f.strip()) or f.rstrip() == pre + p.rstrip() for f, p in zip(lines[i:i + n], pat)):
+        window = zip(lines[i:i + n], pat)
+        if all((not p.strip() and not f.strip()) or f.rstrip() == pre + p.rstrip() for f, p in window):
             out.append((i, pre))
     return out
 
@@ -401,20 +404,24 @@ def _quote(lines: list[str], start: int, end: int) -> str:
 
 
 def _nearest(lines: list[str], search: list[str]) -> tuple[int, int, float] | None:
-    """The window of the file most similar to `search` (difflib ratio over stripped text)."""
+    """The window of the file most similar to `search`: windows are ranked by the identifiers
+    they share with it (linear in the file), and the best few are scored with difflib's ratio
+    over their stripped text (quadratic, so only for those few)."""
     pat = [s.strip() for s in search if s.strip()]
     if not pat or not lines:
         return None
-    stripped = [ln.strip() for ln in lines]
     n = min(len(search), len(lines))
+    want = set(_WORD.findall(" ".join(pat)))
+    per_line = [len(set(_WORD.findall(ln)) & want) for ln in lines]
+    sums = [sum(per_line[:n])]
+    for i in range(1, len(lines) - n + 1):
+        sums.append(sums[-1] + per_line[i + n - 1] - per_line[i - 1])
+    ranked = sorted(range(len(sums)), key=lambda i: (-sums[i], i))[:NEAR_CANDIDATES]
     sm = difflib.SequenceMatcher(autojunk=False)
     sm.set_seq2("\n".join(pat))
     best = (0, n, -1.0)
-    for i in range(len(lines) - n + 1):
-        win = "\n".join(s for s in stripped[i:i + n] if s)
-        sm.set_seq1(win)
-        if sm.real_quick_ratio() <= best[2] or sm.quick_ratio() <= best[2]:
-            continue
+    for i in sorted(ranked):
+        sm.set_seq1("\n".join(s for s in (ln.strip() for ln in lines[i:i + n]) if s))
         r = sm.ratio()
         if r > best[2]:
             best = (i, i + n, r)
@@ -512,6 +519,10 @@ def _pick_def(path: str, defs: list[_Def], edit: Edit, reply_node, anchor: int |
     anchor line (the break), then the one with the same parameters."""
     name = edit.name
     cands = [d for d in defs if d.qualname == name or d.qualname.endswith("." + name)]
+    if not cands and "." in name and anchor is not None:
+        # A misnamed class wrapper: the bare name still finds the function enclosing the break.
+        short = name.rsplit(".", 1)[-1]
+        cands = [d for d in defs if d.qualname.rsplit(".", 1)[-1] == short and d.first <= anchor <= d.end]
     if not cands:
         short = name.rsplit(".", 1)[-1]
         same = [d.qualname for d in defs if d.qualname.rsplit(".", 1)[-1] == short]
