@@ -376,3 +376,10 @@ def test_function_with_example_code_and_misnamed_class_wrapper():
     assert apply_edits(edits, FILES, default_path=P, anchor=(P, HIT_LINE))[P] == _expected_dense()
     with pytest.raises(EditError, match="names no existing function"):  # without the break's line: no guess
         apply_edits(edits, FILES, default_path=P)
+
+
+def test_unfenced_diff_between_prose():
+    diff = (f"--- a/{P}\n+++ b/{P}\n@@ -174,2 +174,2 @@\n-{HIT}\n+{HIT}  # GB0036\n {LOOP}\n")
+    edits = parse_reply(f"The fix:\n\n{diff}\n\nThis only marks the line.\n")
+    assert [(e.kind, e.search) for e in edits] == [("hunk", f"{HIT}\n{LOOP}\n")]  # the prose's blank line is not context
+    assert apply_edits(edits, FILES)[P] == TEXT.replace(f"{HIT}\n", f"{HIT}  # GB0036\n")

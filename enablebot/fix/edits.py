@@ -1,6 +1,6 @@
 """Turn an LLM reply into edits of given file texts, in the formats a model actually gets right.
 
-Three formats are recognised in one reply (any mix, several of each):
+Three formats are recognised in a reply (several edits of each):
 - search/replace blocks (aider's `diff` format): the file's path on its own line, then a fence
   holding `<<<<<<< SEARCH` / old lines / `=======` / new lines / `>>>>>>> REPLACE`; the path may
   also sit inside the fence (`diff-fenced`). Strong models do well with these.
@@ -9,6 +9,8 @@ Three formats are recognised in one reply (any mix, several of each):
   this format when it follows no other (REFERENCE.md, "LLM edit formats").
 - unified diffs in a diff fence. Hunks are read leniently (the @@ counts are ignored) and
   applied as search/replace blocks, so miscounted headers and re-indented context still land.
+Search/replace blocks and diffs may be mixed; python blocks count as edits only in a reply
+that has neither (beside explicit edits they are illustrations).
 
 The module is pure: file texts come in as a dict, new texts and a canonical unified diff go out.
 Every edit is located in the ORIGINAL text (the text the model saw), so edits that overlap are
@@ -35,8 +37,9 @@ _HUNK = re.compile(r"^@@+ -(\d+)(?:,\d+)? \+\d+(?:,\d+)? @@")
 _PY_LANGS = ("", "python", "py", "python3", "py3")
 _DIFF_LANGS = ("diff", "patch", "udiff")
 # A python line that stands for code the model left out ("lazy" edits) rather than code.
-_ELISION = re.compile(r"^\s*(?:\.\.\.|#\s*\.\.\.|#.*\b(?:rest of|remaining code|unchanged|same as (?:before|above)|"
-                      r"existing code)\b)", re.I)
+_ELISION = re.compile(r"^\s*(?:\.\.\.\s*$|#\s*\.\.\.|#.*\b(?:rest of the|remaining code|existing code)\b|"
+                      r"#.*\b(?:code|lines|rest|body|function|method|logic)\b.*\b(?:unchanged|omitted|as before)\b)",
+                      re.I)
 NO_EDIT = ("the reply contains no edit: answer with SEARCH/REPLACE blocks, the whole corrected function in one "
            "```python block, or one ```diff block")
 NEAR_LINES = 3  # context lines quoted around the nearest match
@@ -163,13 +166,19 @@ def _diff_hunks(diff: str, first_index: int) -> list[Edit]:
     miscount them); a hunk ends at the next header or at a line that is not ' ', '+', '-' or blank."""
     edits: list[Edit] = []
     path: str | None = None
-    hunk: tuple[int, list[str], list[str], list[str]] | None = None
+    hunk: tuple[int, list[str]] | None = None  # (@@ -N, body lines tagged ' ', '-', '+'; '' for a bare blank)
 
     def close() -> None:
         nonlocal hunk
-        if hunk and (hunk[1] != hunk[2]):
-            edits.append(Edit("hunk", path, search=_join(hunk[1]), replace=_join(hunk[2]), line=hunk[0],
-                              index=first_index + len(edits), body=_join(hunk[3])))
+        if hunk:
+            body = hunk[1]
+            while body and body[-1] == "":  # blank lines between the diff and the prose after it
+                body.pop()
+            old = [b[1:] for b in body if b[:1] in (" ", "-", "")]
+            new = [b[1:] for b in body if b[:1] in (" ", "+", "")]
+            if old != new:
+                edits.append(Edit("hunk", path, search=_join(old), replace=_join(new), line=hunk[0],
+                                  index=first_index + len(edits), body=_join(body)))
         hunk = None
 
     lines = diff.splitlines()
@@ -186,14 +195,9 @@ def _diff_hunks(diff: str, first_index: int) -> list[Edit]:
         elif ln.startswith("@@"):
             close()
             m = _HUNK.match(ln)
-            hunk = (int(m.group(1)) if m else 0, [], [], [])
+            hunk = (int(m.group(1)) if m else 0, [])
         elif hunk is not None and ln[:1] in (" ", "-", "+", ""):
-            tag, body = (ln[:1] or " "), ln[1:]
-            hunk[3].append(tag + body)
-            if tag in (" ", "-"):
-                hunk[1].append(body)
-            if tag in (" ", "+"):
-                hunk[2].append(body)
+            hunk[1].append(ln)
         elif ln.startswith("\\"):
             continue
         else:
@@ -376,6 +380,7 @@ def _locate_hunk(lines: list[str], body: list[str]) -> list[tuple[int, int, list
     ignored (a context line off by a space, the failure of the 1.5B model's diffs). The lines
     are then the file's own for context, and the model's for added lines, shifted by the
     indentation offset most of the matched lines share."""
+    body = [b or " " for b in body]  # a bare blank line is an empty context line
     old = [b[1:] for b in body if b[:1] in (" ", "-")]
     want = [o.strip() for o in old]
     if not any(want):
