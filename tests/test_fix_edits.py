@@ -383,3 +383,29 @@ def test_unfenced_diff_between_prose():
     edits = parse_reply(f"The fix:\n\n{diff}\n\nThis only marks the line.\n")
     assert [(e.kind, e.search) for e in edits] == [("hunk", f"{HIT}\n{LOOP}\n")]  # the prose's blank line is not context
     assert apply_edits(edits, FILES)[P] == TEXT.replace(f"{HIT}\n", f"{HIT}  # GB0036\n")
+
+
+def test_pathless_edits_over_several_files_land_where_they_match_uniquely():
+    torch_path = "torch/_dynamo/variables/misc.py"
+    files = {P: TEXT, torch_path: locate(torch_path)[1].read_text(encoding="utf-8")}
+    reply = f"```\n<<<<<<< SEARCH\n{HIT}\n=======\n{HIT}  # x\n>>>>>>> REPLACE\n```"  # no path line
+    assert list(apply_edits(parse_reply(reply), files)) == [P]
+    # `import builtins` is in misc.py only.
+    only_torch = "```\n<<<<<<< SEARCH\nimport builtins\n=======\nimport builtins  # x\n>>>>>>> REPLACE\n```"
+    assert list(apply_edits(parse_reply(only_torch), files)) == [torch_path]
+    # A block that matches in two given files needs its path.
+    two = {"torch/_dynamo/a.py": "import math\n", "torch/_dynamo/b.py": "import math\n"}
+    both = "```\n<<<<<<< SEARCH\nimport math\n=======\nimport math  # x\n>>>>>>> REPLACE\n```"
+    with pytest.raises(EditError, match="matches in several files .*a.py, torch/_dynamo/b.py"):
+        apply_edits(parse_reply(both), two)
+    assert list(apply_edits(parse_reply("torch/_dynamo/b.py\n" + both), two)) == ["torch/_dynamo/b.py"]
+
+
+def test_form_feeds_and_unedited_lines_are_kept_byte_for_byte():
+    path = "torch/_dynamo/x.py"
+    text = '"""Doc."""\n\x0c\ndef f(x):\n    return x + 1\n\n\ndef g(x):\n    return x\n'
+    new = apply_edits(parse_reply("```python\ndef g(x):\n    return x * 2\n```"), {path: text})[path]
+    assert new == text.replace("return x\n", "return x * 2\n")
+    # A new import goes below the module docstring, not above it.
+    new = apply_edits(parse_reply("```python\nimport math\n\ndef g(x):\n    return math.sqrt(x)\n```"), {path: text})[path]
+    assert new.startswith('"""Doc."""\nimport math\n\x0c\n')

@@ -219,8 +219,6 @@ def _function_edits(fence: _Fence, path: str | None, first_index: int) -> list[E
     try:
         tree = ast.parse(src)
     except SyntaxError as e:
-        if not looks:
-            return []
         raise EditError(f"the python block at reply line {fence.start + 1} does not parse: {e.msg} at its line "
                         f"{e.lineno}: {_line(src, e.lineno)!r}; return complete, valid functions") from e
     lines = src.splitlines()
@@ -267,7 +265,8 @@ def parse_reply(text: str) -> list[Edit]:
         if fence.start in covered or any(_HEAD.match(ln) for ln in fence.body):
             continue
         body = _join(fence.body)
-        if fence.lang in _DIFF_LANGS or (fence.lang == "" and re.search(r"^@@", body, re.M)):
+        diff_like = body.lstrip().startswith(("--- ", "diff --git ", "@@"))  # a diff in a python fence
+        if fence.lang in _DIFF_LANGS or (fence.lang in _PY_LANGS and diff_like):
             d = extract_diff(body)
             if d:
                 diffs.append(d)
@@ -275,7 +274,7 @@ def parse_reply(text: str) -> list[Edit]:
             python.append(fence)
     if not diffs and not edits:
         d = extract_diff(text)  # an unfenced diff
-        if d and not python:
+        if d:
             diffs.append(d)
     for d in diffs:
         edits.extend(_diff_hunks(d, len(edits) + 1))
@@ -404,6 +403,13 @@ def _locate_hunk(lines: list[str], body: list[str]) -> list[tuple[int, int, list
     return out
 
 
+def _lines(text: str) -> list[str]:
+    """A file's lines split on "\n" only, as ast counts them (str.splitlines also splits on form
+    feeds and other separators, which rejoining would turn into newlines)."""
+    lines = text.split("\n")
+    return lines[:-1] if lines and lines[-1] == "" else lines
+
+
 def _quote(lines: list[str], start: int, end: int) -> str:
     return "\n".join(f"{i + 1:5d}| {lines[i]}" for i in range(max(start, 0), min(end, len(lines))))
 
@@ -453,7 +459,7 @@ def _resolve_block(path: str, text: str, edit: Edit) -> _Span:
     if not any(s.strip() for s in search):
         raise EditError(f"{path}: the {edit.describe()} has an empty SEARCH section; to add code, quote the "
                         "existing lines next to it in SEARCH and repeat them with the new code in REPLACE")
-    lines = text.splitlines()
+    lines = _lines(text)
     hits = _locate(lines, search, replace)
     if not hits and edit.body:
         hits = _locate_hunk(lines, edit.body.splitlines())
@@ -544,8 +550,10 @@ def _pick_def(path: str, defs: list[_Def], edit: Edit, reply_node, anchor: int |
         cands = same_sig if len(same_sig) == 1 else cands
     if len(cands) > 1:
         listed = ", ".join(f"{d.qualname} (line {d.first})" for d in cands[:12])
-        raise EditError(f"{path}: `{name}` is ambiguous: {listed}. Wrap the function in its class, e.g. "
-                        f"`class {cands[0].qualname.rsplit('.', 1)[0]}:` followed by the indented method")
+        owner = next((d.qualname.rsplit(".", 1)[0] for d in cands if "." in d.qualname), None)
+        how = (f"Wrap the function in its class, e.g. `class {owner}:` followed by the indented method" if owner
+               else "Name its file on the line before the block")
+        raise EditError(f"{path}: `{name}` is ambiguous: {listed}. {how}")
     return cands[0]
 
 
@@ -559,7 +567,7 @@ def _resolve_function(path: str, text: str, edit: Edit, anchor: int | None) -> l
     tree = _parse(path, text)
     node = _reply_node(edit)
     target = _pick_def(path, _defs(tree), edit, node, anchor)
-    lines = text.splitlines()
+    lines = _lines(text)
     old = lines[target.first - 1:target.end]
     new_src = edit.replace.splitlines()
     old_set = {ln.strip() for ln in old}
@@ -574,6 +582,8 @@ def _resolve_function(path: str, text: str, edit: Edit, anchor: int | None) -> l
     missing = _missing_imports(tree, edit.imports)
     if missing:
         at = max((n.end_lineno for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))), default=0)
+        if not at and tree.body and isinstance(tree.body[0], ast.Expr) and isinstance(tree.body[0].value, ast.Constant):
+            at = tree.body[0].end_lineno  # after the module docstring, never above it
         spans.append(_Span(path, at, at, missing, edit))
     return spans
 
@@ -661,7 +671,7 @@ def apply_edits(edits: list[Edit], files: dict[str, str], default_path: str | No
     spans: list[_Span] = []
     for edit in edits:
         for sp in _resolve(edit, files, default_path, anchor):
-            if sp.new != files[sp.path].splitlines()[sp.start:sp.end]:
+            if sp.new != _lines(files[sp.path])[sp.start:sp.end]:
                 spans.append(sp)
     if not spans:
         raise EditError("the edits change nothing: the code you returned is identical to the current code; "
@@ -678,7 +688,7 @@ def apply_edits(edits: list[Edit], files: dict[str, str], default_path: str | No
                                 f"{b.start + 1}-{min(reach.end, b.end)}; make one edit per place")
             reach = b if b.end >= reach.end else reach
         original = files[path]
-        lines = original.splitlines()
+        lines = _lines(original)
         new: list[str] = []
         cursor = 0
         for sp in mine:
