@@ -381,7 +381,8 @@ def test_function_with_example_code_and_misnamed_class_wrapper():
 def test_unfenced_diff_between_prose():
     diff = (f"--- a/{P}\n+++ b/{P}\n@@ -174,2 +174,2 @@\n-{HIT}\n+{HIT}  # GB0036\n {LOOP}\n")
     edits = parse_reply(f"The fix:\n\n{diff}\n\nThis only marks the line.\n")
-    assert [(e.kind, e.search) for e in edits] == [("hunk", f"{HIT}\n{LOOP}\n")]  # the prose's blank line is not context
+    # The blank line between the diff and the prose is not a context line.
+    assert [(e.kind, e.search) for e in edits] == [("hunk", f"{HIT}\n{LOOP}\n")]
     assert apply_edits(edits, FILES)[P] == TEXT.replace(f"{HIT}\n", f"{HIT}  # GB0036\n")
 
 
@@ -407,5 +408,14 @@ def test_form_feeds_and_unedited_lines_are_kept_byte_for_byte():
     new = apply_edits(parse_reply("```python\ndef g(x):\n    return x * 2\n```"), {path: text})[path]
     assert new == text.replace("return x\n", "return x * 2\n")
     # A new import goes below the module docstring, not above it.
-    new = apply_edits(parse_reply("```python\nimport math\n\ndef g(x):\n    return math.sqrt(x)\n```"), {path: text})[path]
+    reply = "```python\nimport math\n\ndef g(x):\n    return math.sqrt(x)\n```"
+    new = apply_edits(parse_reply(reply), {path: text})[path]
     assert new.startswith('"""Doc."""\nimport math\n\x0c\n')
+
+
+def test_path_alone_in_its_own_fence_and_markdown_escapes():
+    block = f"```python\n<<<<<<< SEARCH\n{HIT}\n=======\n{HIT}  # x\n>>>>>>> REPLACE\n```\n"
+    assert parse_reply(f"```python\n{P}\n```\n{block}")[0].path == P  # Deepseek Coder's layout (aider)
+    escaped = P.replace("_", "\\_")
+    assert parse_reply(f"{escaped}\n{block}")[0].path == P
+    assert parse_reply(f"Here is the change:\n{block}")[0].path is None  # prose is not a path

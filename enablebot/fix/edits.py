@@ -106,7 +106,7 @@ def _fences(lines: list[str]) -> list[_Fence]:
 
 def _as_path(line: str) -> str | None:
     """A file path written on its own line (`**x.py**`, `` `x.py` ``, `File: x.py:` ...), else None."""
-    s = line.strip().strip("*`#").strip()
+    s = line.strip().strip("*`#").strip().replace("\\_", "_")  # markdown escapes `_` in names
     s = re.sub(r"^(?:file(?:name)?|path)\s*:\s*", "", s, flags=re.I).strip().strip("`*").rstrip(":").strip()
     if not s or " " in s or not re.search(r"\.py\w?$", s):
         return None
@@ -114,18 +114,18 @@ def _as_path(line: str) -> str | None:
 
 
 def _path_before(lines: list[str], i: int) -> str | None:
-    """The path written just before line i: the previous non-blank line, skipping one fence opener."""
-    j = i - 1
-    while j >= 0 and not lines[j].strip():
-        j -= 1
-    if j >= 0 and _FENCE.match(lines[j]):
+    """The path written just before line i: up to 3 non-blank lines back, passing only fence
+    lines (`path` then a fence; the path alone in a fence of its own, as Deepseek Coder writes it)."""
+    seen = 0
+    for j in range(i - 1, -1, -1):
+        if not lines[j].strip():
+            continue
+        seen += 1
         m = _FENCE.match(lines[j])
-        if m and _as_path(m.group(3) or ""):
-            return _as_path(m.group(3))
-        j -= 1
-        while j >= 0 and not lines[j].strip():
-            j -= 1
-    return _as_path(lines[j]) if j >= 0 else None
+        found = _as_path(m.group(3)) if m else _as_path(lines[j])
+        if found or not m or seen >= 3:
+            return found
+    return None
 
 
 def _search_blocks(lines: list[str], first_index: int) -> tuple[list[Edit], set[int]]:
