@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from enablebot.fix.edits import NO_EDIT, EditError, apply_edits, parse_reply, to_unified_diff
+from enablebot.fix.edits import (NO_EDIT, EditError, apply_edits, named_paths, parse_reply, reply_to_diff,
+                                 to_unified_diff)
 from enablebot.fix.overlay import build_overlay, locate
 from enablebot.fix.patchguard import PatchPolicy, check_patch, model_file
 
@@ -419,3 +420,16 @@ def test_path_alone_in_its_own_fence_and_markdown_escapes():
     escaped = P.replace("_", "\\_")
     assert parse_reply(f"{escaped}\n{block}")[0].path == P
     assert parse_reply(f"Here is the change:\n{block}")[0].path is None  # prose is not a path
+
+
+def test_named_paths_and_reply_to_diff():
+    torch_path = "torch/_dynamo/variables/misc.py"
+    reply = (_block(f"{HIT}\n", f"{HIT}  # x\n")
+             + _block("import dataclasses\n", "import dataclasses  # x\n", torch_path)
+             + _block(f"{LOOP}\n", f"{LOOP}  # y\n", f"a/{P}"))
+    assert named_paths(parse_reply(reply)) == [P, torch_path]
+    files = {P: TEXT, torch_path: locate(torch_path)[1].read_text(encoding="utf-8")}
+    diff = reply_to_diff(reply, files)
+    assert check_patch(diff, POLICY).files == [P, torch_path]
+    with pytest.raises(EditError, match="no edit"):
+        reply_to_diff("Loop over the experts densely.", files)

@@ -734,3 +734,25 @@ def to_unified_diff(originals: dict[str, str], news: dict[str, str]) -> str:
 def _line(text: str, n: int | None) -> str:
     lines = text.splitlines()
     return lines[n - 1] if n and 0 < n <= len(lines) else ""
+
+
+def named_paths(edits: list[Edit]) -> list[str]:
+    """The paths the edits name, `a/`/`b/` prefixes stripped, in first-mention order, so that a
+    caller can police them (patchguard.check_path) and load the allowed ones into `files`."""
+    out: list[str] = []
+    for e in edits:
+        if e.path is not None:
+            p = strip_prefix(e.path.strip())
+            if p not in out:
+                out.append(p)
+    return out
+
+
+def reply_to_diff(text: str, files: dict[str, str], default_path: str | None = None,
+                  anchor: tuple[str, int] | None = None) -> str:
+    """parse_reply -> apply_edits -> to_unified_diff in one call: the canonical diff of the
+    reply's edits to `files`. Raises EditError (NO_EDIT when the reply has no edit)."""
+    edits = parse_reply(text)
+    if not edits:
+        raise EditError(NO_EDIT)
+    return to_unified_diff(files, apply_edits(edits, files, default_path=default_path, anchor=anchor))
