@@ -433,3 +433,18 @@ def test_named_paths_and_reply_to_diff():
     assert check_patch(diff, POLICY).files == [P, torch_path]
     with pytest.raises(EditError, match="no edit"):
         reply_to_diff("Loop over the experts densely.", files)
+
+
+def test_decorators_kept_when_the_reply_leaves_them_out_and_replaced_when_it_has_them():
+    start = LINES.index("class SwitchTransformersLayerSelfAttention(nn.Module):")
+    deco = LINES.index('    @deprecate_kwarg("past_key_values", "5.40.0", new_name="cache")', start)
+    assert LINES[deco + 1] == "    def forward("
+    end = LINES.index("        return attention_output, position_bias, attn_weights", deco)
+    body = "\n".join(LINES[deco + 1:end + 1]) + "\n"
+    changed = body.replace("return attention_output,", "return (attention_output),")
+    wrapped = "```python\nclass SwitchTransformersLayerSelfAttention(nn.Module):\n" + changed + "```"
+    new = apply_edits(parse_reply(wrapped), FILES)[P].splitlines()
+    assert new[deco] == LINES[deco] and new[end].startswith("        return (attention_output),")  # decorator kept
+    with_deco = wrapped.replace("(nn.Module):\n", "(nn.Module):\n    @torch.no_grad()\n")
+    new = apply_edits(parse_reply(with_deco), FILES)[P].splitlines()
+    assert new[deco] == "    @torch.no_grad()" and new[deco + 1] == "    def forward("

@@ -578,7 +578,10 @@ def _resolve_function(path: str, text: str, edit: Edit, anchor: int | None) -> l
     want = _indent(lines[target.node.lineno - 1])  # type: ignore[attr-defined]
     have = len(_indent(new_src[0]))  # the reply's def/decorator line (a string's lines may sit further left)
     new = [want + _strip_indent(ln, have) if ln.strip() else "" for ln in new_src]
-    spans = [_Span(path, target.first - 1, target.end, new, edit)]
+    # A reply without decorators keeps the original's (small models leave them out); one with
+    # decorators replaces them.
+    first = target.first if node.decorator_list else target.node.lineno  # type: ignore[attr-defined]
+    spans = [_Span(path, first - 1, target.end, new, edit)]
     missing = _missing_imports(tree, edit.imports)
     if missing:
         at = max((n.end_lineno for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))), default=0)
