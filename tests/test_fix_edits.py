@@ -448,3 +448,21 @@ def test_decorators_kept_when_the_reply_leaves_them_out_and_replaced_when_it_has
     with_deco = wrapped.replace("(nn.Module):\n", "(nn.Module):\n    @torch.no_grad()\n")
     new = apply_edits(parse_reply(with_deco), FILES)[P].splitlines()
     assert new[deco] == "    @torch.no_grad()" and new[deco + 1] == "    def forward("
+
+
+def test_new_helper_goes_above_the_function_of_its_block_that_it_serves():
+    helper = ("def _expert_out(self, expert_idx, hidden_states, routing_weights):\n"
+              "    return self[f\"expert_{expert_idx}\"](hidden_states) * routing_weights\n")
+    fn = DENSE_FN.replace('self[f"expert_{expert_idx}"](hidden_states) * routing_weights',
+                          "self._expert_out(expert_idx, hidden_states, routing_weights)")
+    reply = f"```python\nclass SwitchTransformersExperts(nn.ModuleDict):\n{_indent(helper, 4)}\n{_indent(fn, 4)}```"
+    new = apply_edits(parse_reply(reply), FILES)[P]
+    start = LINES.index("    def forward(", LINES.index("class SwitchTransformersExperts(nn.ModuleDict):"))
+    expected = _expected_dense().replace('self[f"expert_{expert_idx}"](hidden_states) * routing_weights',
+                                         "self._expert_out(expert_idx, hidden_states, routing_weights)").splitlines()
+    expected[start:start] = _indent(helper, 4).splitlines() + [""]
+    assert new == "\n".join(expected) + "\n"
+    # Alone (no function of its block replaces an existing one) a new name is still an error.
+    with pytest.raises(EditError, match="names no existing function"):
+        apply_edits(parse_reply(f"```python\nclass SwitchTransformersExperts(nn.ModuleDict):\n{_indent(helper, 4)}```"),
+                    FILES)

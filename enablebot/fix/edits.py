@@ -51,6 +51,10 @@ class EditError(ValueError):
     """An edit cannot be parsed or applied; the message is feedback for the model."""
 
 
+class _NoSuchFunction(EditError):
+    """A whole-function edit names no existing function (it may be a new helper)."""
+
+
 @dataclass(frozen=True)
 class Edit:
     """One edit as the reply wrote it (nothing is resolved against a file yet).
@@ -60,8 +64,10 @@ class Edit:
     written, each tagged ' ', '-' or '+', which says which lines are context) or `function`
     (replace: the reply's source of one function; name: its qualname as written,
     `Cls.method` inside a class wrapper, else the bare name; imports: import statements that
-    stood at the top of the same block). path: as written in the reply, None when not given.
-    index: 1-based position in the reply, for messages."""
+    stood at the top of the same block; group: the number of its python block, as a function
+    new to the file is added next to a function of the same block and class that replaces an
+    existing one). path: as written in the reply, None when not given. index: 1-based position
+    in the reply, for messages."""
 
     kind: str
     path: str | None
@@ -72,6 +78,7 @@ class Edit:
     imports: tuple[str, ...] = ()
     index: int = 0
     body: str = ""
+    group: int = 0
 
     def describe(self) -> str:
         what = {"search_replace": "SEARCH/REPLACE block", "hunk": "diff hunk", "function": "function"}[self.kind]
@@ -206,7 +213,7 @@ def _diff_hunks(diff: str, first_index: int) -> list[Edit]:
     return edits
 
 
-def _function_edits(fence: _Fence, path: str | None, first_index: int) -> list[Edit]:
+def _function_edits(fence: _Fence, path: str | None, first_index: int, group: int) -> list[Edit]:
     """The functions of a python block (module-level ones and methods of classes), [] when it
     has none (an illustration). Other statements are not edits and are left out: an example
     call after the function, or the rest of a reprinted module. A block that starts like a
@@ -236,7 +243,7 @@ def _function_edits(fence: _Fence, path: str | None, first_index: int) -> list[E
         first = _first_line(node)
         text = "\n".join(lines[first - 1:node.end_lineno]) + "\n"
         out.append(Edit("function", path, replace=text, name=qual, imports=tuple(imports),
-                        index=first_index + len(out)))
+                        index=first_index + len(out), group=group))
     return out
 
 
@@ -280,9 +287,9 @@ def parse_reply(text: str) -> list[Edit]:
         edits.extend(_diff_hunks(d, len(edits) + 1))
     if edits:
         return edits  # python blocks beside explicit edits illustrate them; they are not edits
-    for fence in python:
+    for group, fence in enumerate(python, 1):
         path = _as_path(fence.info) or _path_before(lines, fence.start)
-        edits.extend(_function_edits(fence, path, len(edits) + 1))
+        edits.extend(_function_edits(fence, path, len(edits) + 1, group))
     return edits
 
 
@@ -321,6 +328,8 @@ class _Span:
     end: int
     new: list[str]
     edit: Edit
+    top: int | None = None  # a replaced function's first line (0-based, decorators included)
+    indent: str = ""  # and its indentation: where and how a new sibling function goes
 
 
 def _windows_exact(lines: list[str], pat: list[str], key) -> list[int]:
@@ -539,8 +548,9 @@ def _pick_def(path: str, defs: list[_Def], edit: Edit, reply_node, anchor: int |
         same = [d.qualname for d in defs if d.qualname.rsplit(".", 1)[-1] == short]
         hint = (f"functions named `{short}` there: {', '.join(same)}" if same else
                 "its functions include: " + ", ".join(d.qualname for d in defs[:40]))
-        raise EditError(f"{path}: the {edit.describe()} names no existing function ({hint}). A whole-function "
-                        "block replaces an existing function; wrap a method in its `class Name:` line")
+        raise _NoSuchFunction(f"{path}: the {edit.describe()} names no existing function ({hint}). A "
+                              "whole-function block replaces existing functions (a new helper goes in the same "
+                              "block as a function it serves); wrap a method in its `class Name:` line")
     if len(cands) > 1 and anchor is not None:
         inside = [d for d in cands if d.first <= anchor <= d.end]
         cands = inside or cands
@@ -570,18 +580,13 @@ def _resolve_function(path: str, text: str, edit: Edit, anchor: int | None) -> l
     lines = _lines(text)
     old = lines[target.first - 1:target.end]
     new_src = edit.replace.splitlines()
-    old_set = {ln.strip() for ln in old}
-    lazy = [ln for ln in new_src if _ELISION.match(ln) and ln.strip() not in old_set]
-    if lazy:
-        raise EditError(f"{path}: the {edit.describe()} leaves code out ({lazy[0].strip()!r}); return the "
-                        "complete function, every line of it, with your change")
+    _no_elision(path, edit, old)
     want = _indent(lines[target.node.lineno - 1])  # type: ignore[attr-defined]
-    have = len(_indent(new_src[0]))  # the reply's def/decorator line (a string's lines may sit further left)
-    new = [want + _strip_indent(ln, have) if ln.strip() else "" for ln in new_src]
+    new = _reindent(edit, want)
     # A reply without decorators keeps the original's (small models leave them out); one with
     # decorators replaces them.
     first = target.first if node.decorator_list else target.node.lineno  # type: ignore[attr-defined]
-    spans = [_Span(path, first - 1, target.end, new, edit)]
+    spans = [_Span(path, first - 1, target.end, new, edit, top=target.first - 1, indent=want)]
     missing = _missing_imports(tree, edit.imports)
     if missing:
         at = max((n.end_lineno for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))), default=0)
@@ -589,6 +594,35 @@ def _resolve_function(path: str, text: str, edit: Edit, anchor: int | None) -> l
             at = tree.body[0].end_lineno  # after the module docstring, never above it
         spans.append(_Span(path, at, at, missing, edit))
     return spans
+
+
+def _no_elision(path: str, edit: Edit, old: list[str]) -> None:
+    old_set = {ln.strip() for ln in old}
+    lazy = [ln for ln in edit.replace.splitlines() if _ELISION.match(ln) and ln.strip() not in old_set]
+    if lazy:
+        raise EditError(f"{path}: the {edit.describe()} leaves code out ({lazy[0].strip()!r}); return the "
+                        "complete function, every line of it, with your change")
+
+
+def _reindent(edit: Edit, want: str) -> list[str]:
+    """The reply's function lines at indentation `want` (measured from its def/decorator line:
+    a multi-line string's lines may sit further left)."""
+    src = edit.replace.splitlines()
+    have = len(_indent(src[0]))
+    return [want + _strip_indent(ln, have) if ln.strip() else "" for ln in src]
+
+
+def _new_sibling(edit: Edit, resolved: list[tuple[Edit, list[_Span]]]) -> list[_Span] | None:
+    """A function new to the file, placed above a function of the same block and scope (module
+    or class, as the reply wrote it) that replaces an existing one; None without such a sibling."""
+    scope = edit.name.rpartition(".")[0]
+    for other, spans in resolved:
+        if other.kind == "function" and other.group == edit.group and other.name.rpartition(".")[0] == scope:
+            main = spans[0]
+            _no_elision(main.path, edit, [])
+            blank = [""] * (1 if main.indent else 2)  # between methods one blank line, two at module level
+            return [_Span(main.path, main.top, main.top, _reindent(edit, main.indent) + blank, edit)]
+    return None
 
 
 def _missing_imports(tree: ast.Module, imports: tuple[str, ...]) -> list[str]:
@@ -654,7 +688,8 @@ def _resolve(edit: Edit, files: dict[str, str], default_path: str | None,
                         "name the file on the line before the block")
     if len(errors) == 1:
         raise errors[0]
-    raise EditError("\n".join(str(e) for e in errors))
+    kind = _NoSuchFunction if all(isinstance(e, _NoSuchFunction) for e in errors) else EditError
+    raise kind("\n".join(str(e) for e in errors))
 
 
 def apply_edits(edits: list[Edit], files: dict[str, str], default_path: str | None = None,
@@ -665,17 +700,27 @@ def apply_edits(edits: list[Edit], files: dict[str, str], default_path: str | No
     an edit without a path goes (else every file is tried and exactly one must match). anchor:
     (path, 1-based line) of the break, which picks among same-named functions. Every edit is
     located in the original text; edits that change nothing are dropped, identical duplicates
-    merged, and overlapping edits refused. Raises EditError (feedback for the model) for an
-    edit that cannot be placed, a conflict, a result that does not parse, or no change at all."""
+    merged, and overlapping edits refused. A whole function new to the file is added above a
+    function of the same python block and scope that replaces an existing one. Raises EditError
+    (feedback for the model) for an edit that cannot be placed, a conflict, a result that does
+    not parse, or no change at all."""
     if not edits:
         raise EditError(NO_EDIT)
     if default_path is not None and default_path not in files:
         raise ValueError(f"default_path {default_path!r} is not one of the files")
-    spans: list[_Span] = []
+    resolved: list[tuple[Edit, list[_Span]]] = []
+    new_functions: list[tuple[Edit, EditError]] = []
     for edit in edits:
-        for sp in _resolve(edit, files, default_path, anchor):
-            if sp.new != _lines(files[sp.path])[sp.start:sp.end]:
-                spans.append(sp)
+        try:
+            resolved.append((edit, _resolve(edit, files, default_path, anchor)))
+        except _NoSuchFunction as e:
+            new_functions.append((edit, e))
+    for edit, err in new_functions:
+        placed = _new_sibling(edit, resolved)
+        if placed is None:
+            raise err
+        resolved.append((edit, placed))
+    spans = [sp for _, found in resolved for sp in found if sp.new != _lines(files[sp.path])[sp.start:sp.end]]
     if not spans:
         raise EditError("the edits change nothing: the code you returned is identical to the current code; "
                         "change the lines that cause the graph break")
