@@ -578,9 +578,7 @@ def _resolve_function(path: str, text: str, edit: Edit, anchor: int | None) -> l
     node = _reply_node(edit)
     target = _pick_def(path, _defs(tree), edit, node, anchor)
     lines = _lines(text)
-    old = lines[target.first - 1:target.end]
-    new_src = edit.replace.splitlines()
-    _no_elision(path, edit, old)
+    _no_elision(path, edit, lines[target.first - 1:target.end])
     want = _indent(lines[target.node.lineno - 1])  # type: ignore[attr-defined]
     new = _reindent(edit, want)
     # A reply without decorators keeps the original's (small models leave them out); one with
