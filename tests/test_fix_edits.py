@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from enablebot.fix.edits import (NO_EDIT, EditError, apply_edits, named_paths, parse_reply, reply_to_diff,
+from enablebot.fix.draft.edits import (NO_EDIT, EditError, apply_edits, named_paths, parse_reply, reply_to_diff,
                                  to_unified_diff)
-from enablebot.fix.overlay import build_overlay, locate
-from enablebot.fix.patchguard import PatchPolicy, check_patch, model_file
+from enablebot.fix.judge.overlay import build_overlay, locate
+from enablebot.fix.judge.patchguard import PatchPolicy, check_patch, model_file
 
 P = "src/transformers/models/switch_transformers/modeling_switch_transformers.py"
 TEXT = locate(P)[1].read_text(encoding="utf-8")

@@ -4,7 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from enablebot.fix.judge.patchguard import PatchPolicy, PatchRejected, check_patch, extract_diff, target_of
+from enablebot.fix.draft.edits import extract_diff
+from enablebot.fix.judge.patchguard import PatchPolicy, PatchRejected, check_patch, target_of
 
 FIX = Path(__file__).parent / "fixtures" / "fix"
 SWITCH = (FIX / "switch_transformers_static_experts.diff").read_text()

@@ -54,6 +54,11 @@ def upstream_path(filename: str) -> str | None:
     return None
 
 
+def strip_prefix(path: str) -> str:
+    """`a/x` / `b/x` -> `x` (git-style prefixes)."""
+    return path[2:] if path[:2] in ("a/", "b/") else path
+
+
 def read_upstream(upstream: str) -> str:
     """The installed text of an upstream path."""
     return locate(upstream)[1].read_text(encoding="utf-8")

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from ...results import Serializable
+from ..sources import strip_prefix
 
 TORCH_ALLOWED = ("torch/_dynamo/**", "torch/_inductor/**")
 FORBIDDEN = ("**/test/**", "**/tests/**", "**/test_*.py", "enablebot/**", "prompts/**", "**/conftest.py",
@@ -30,8 +31,6 @@ MAX_PATCH_BYTES = 40_000
 MAX_FILES = 3
 MAX_CHANGED_LINES = 400
 
-_FENCE = re.compile(r"```(?:diff|patch|udiff)?[ \t]*\n(.*?)```", re.S)
-_DIFF_START = re.compile(r"^(?:diff --git |--- )", re.M)
 
 
 class PatchRejected(ValueError):
@@ -95,30 +94,6 @@ def target_of(files: list[str]) -> str:
 
 def model_file(model_type: str) -> str:
     return f"src/transformers/models/{model_type}/modeling_{model_type}.py"
-
-
-def extract_diff(text: str) -> str | None:
-    """The unified diff inside an LLM reply: the first fenced block that looks like a diff,
-    else the text from the first `--- ` / `diff --git` line. None when there is none."""
-    if not text:
-        return None
-    for block in _FENCE.findall(text):
-        if _DIFF_START.search(block) and "@@" in block:
-            return _normalise(block)
-    m = _DIFF_START.search(text)
-    if m and "@@" in text[m.start():]:
-        return _normalise(text[m.start():])
-    return None
-
-
-def _normalise(diff: str) -> str:
-    diff = diff.replace("\r\n", "\n")
-    return diff if diff.endswith("\n") else diff + "\n"
-
-
-def strip_prefix(path: str) -> str:
-    """`a/x` / `b/x` -> `x` (git-style prefixes)."""
-    return path[2:] if path[:2] in ("a/", "b/") else path
 
 
 def check_path(path: str, policy: PatchPolicy) -> str:

@@ -26,7 +26,7 @@ import difflib
 import re
 from dataclasses import dataclass
 
-from .patchguard import extract_diff, strip_prefix
+from ..sources import strip_prefix
 
 SEARCH, DIVIDER, REPLACE = "SEARCH", "=======", "REPLACE"
 _HEAD = re.compile(r"^\s*<{5,9} ?SEARCH\b.*$")
@@ -45,6 +45,29 @@ NO_EDIT = ("the reply contains no edit: answer with SEARCH/REPLACE blocks, the w
 NEAR_LINES = 3  # context lines quoted around the nearest match
 NEAR_CANDIDATES = 12  # windows scored with difflib when looking for the nearest match
 _WORD = re.compile(r"\w+")
+
+
+_DIFF_FENCE = re.compile(r"```(?:diff|patch|udiff)?[ \t]*\n(.*?)```", re.S)
+_DIFF_START = re.compile(r"^(?:diff --git |--- )", re.M)
+
+
+def extract_diff(text: str) -> str | None:
+    """The unified diff inside an LLM reply: the first fenced block that looks like a diff,
+    else the text from the first `--- ` / `diff --git` line. None when there is none."""
+    if not text:
+        return None
+    for block in _DIFF_FENCE.findall(text):
+        if _DIFF_START.search(block) and "@@" in block:
+            return _normalise(block)
+    m = _DIFF_START.search(text)
+    if m and "@@" in text[m.start():]:
+        return _normalise(text[m.start():])
+    return None
+
+
+def _normalise(diff: str) -> str:
+    diff = diff.replace("\r\n", "\n")
+    return diff if diff.endswith("\n") else diff + "\n"
 
 
 class EditError(ValueError):
