@@ -141,3 +141,20 @@ def test_remote_code_is_never_built_without_the_fetched_copy():
                    class_name=None, source="hub", remote_code=True)
     with pytest.raises(UsageError, match="never in-process"):
         build_model(res)
+
+
+def test_an_allowed_repo_without_remote_code_is_resolved_once_and_built_sandboxed(tmp_path, monkeypatch):
+    """--allow-remote-code on a repo of a native architecture: the parent resolves it (nothing to
+    fetch) and the sandboxed child builds it from the config it was handed, offline."""
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    llama = Path(__file__).parent / "fixtures" / "hub" / "repos" / "acme-lab" / "Llama-3.2-1B-sft-v2" / "config.json"
+    with hub_requests_allowed(), FakeHub([FakeRepo("acme-lab/llama-ft", "2026-11-22T08:00:00.000Z",
+                                                   files={"config.json": llama.read_bytes()})]) as hub:
+        monkeypatch.setenv("HF_ENDPOINT", hub.url)
+        from enablebot.results import RunSpec
+
+        result = run_in_child(RunSpec(model_id="acme-lab/llama-ft", allow_remote_code=True, pass_name="build",
+                                      timeout_s=300), log_dir=tmp_path / "logs")
+        assert len(hub.requests_to(r"/resolve/")) == 2  # config.json (HEAD + GET), by the parent only
+    assert result.verdict == "eager_ok", (result.error, result.log_tail[-2000:])
+    assert result.spec.resolved["model_type"] == "llama" and result.spec.resolved["code_dir"] is None

@@ -94,7 +94,7 @@ def run_in_child(spec: RunSpec, *, log_dir: Path | None = None,
     fetches its config and code files at the pinned commit (remote_code.fetch_for: files only,
     nothing imported), and the sandboxed child, with no network and no token, builds the model
     from that local copy."""
-    if spec.allow_remote_code and not (spec.resolved or {}).get("code_dir"):
+    if spec.allow_remote_code and spec.resolved is None:
         started = time.time()
         try:
             from ..model.remote_code import fetch_for

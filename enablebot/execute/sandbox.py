@@ -217,7 +217,7 @@ def sandboxed(cmd: Sequence[str], *, writable: Sequence[str | Path] = (), readab
         os.makedirs(p, exist_ok=True)
         argv += ["--bind", p, p]
     for secret in _token_files():
-        # The Hub token file is hidden with HOME only when it lives there; HF_HOME or HF_TOKEN_PATH
+        # The tmpfs over HOME hides the Hub token only when it lives there; HF_HOME or HF_TOKEN_PATH
         # elsewhere (a shared disk) would leave it readable under the read-only root: mask it with
         # /dev/null (a device bind: it reads as empty, so huggingface_hub finds no token, no error).
         argv += ["--dev-bind", "/dev/null", secret]
@@ -227,13 +227,12 @@ def sandboxed(cmd: Sequence[str], *, writable: Sequence[str | Path] = (), readab
 
 def _token_files() -> list[str]:
     """The Hub token files huggingface_hub would read (HF_TOKEN_PATH; HF_HOME/token and
-    stored_tokens; the default under ~/.cache) that exist, resolved, outside HOME (hidden anyway)."""
+    stored_tokens, HF_HOME defaulting to ~/.cache/huggingface) that exist, resolved. Masked even
+    under HOME: a checkout that is HOME itself (under /tmp on CI) is bound back whole."""
     home = os.environ.get("HF_HOME") or os.path.join(
         os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "huggingface")
     cands = [os.environ.get("HF_TOKEN_PATH") or "", os.path.join(home, "token"), os.path.join(home, "stored_tokens")]
-    user = os.path.expanduser("~")
-    found = {str(Path(c).resolve()) for c in cands if c and os.path.isfile(c)}
-    return sorted(f for f in found if user in ("/", "") or not _under(f, user))
+    return sorted({str(Path(c).resolve()) for c in cands if c and os.path.isfile(c)})
 
 
 def _needed_under(home: str, env: Mapping[str, str]) -> list[str]:
