@@ -197,6 +197,29 @@ def test_a_crashing_and_a_hanging_worker_do_not_stop_the_sweep(tmp_path):
     assert res["llama"].verdict == "full_graph"
 
 
+def test_a_registry_entry_timeout_raises_the_sweep_limit_for_its_architecture_only(tmp_path):
+    """`timeout_s` on a registry entry is data the engine honours: both models hang; the one whose
+    entry says 8 s is killed after 8 s, the other at the sweep's 3 s. A longer sweep limit wins."""
+    reg = Registry.load(ROOT / "model_registry.yaml")
+    for model in ("gpt2", "bert"):
+        extra = {"timeout_s": 8} if model == "bert" else {}
+        reg.upsert(ArchEntry.from_dict({**reg.get(model).to_dict(), "hook": "enablebot.testing.faults:hang", **extra}))
+    reg.save(tmp_path / "reg.yaml")
+    opts = SweepOptions(modes=("eval",), tasks=("head",), timeout_s=3, scenarios=("call",),
+                        registry=str(tmp_path / "reg.yaml"))
+    run_sweep(plan(reg, opts, ["gpt2", "bert"]), opts, tmp_path / "out", jobs=2)
+    res = {r.spec.model_id: r for r in load_results(tmp_path / "out" / RESULTS_FILE).values()}
+    assert res["bert"].verdict == "timeout" and "no result after 8 s" in res["bert"].error.message
+    assert res["gpt2"].verdict == "timeout" and "no result after 3 s" in res["gpt2"].error.message
+    from enablebot.sweep.engine import item_timeout
+
+    bert = plan(reg, opts, ["bert"])[0]
+    assert item_timeout(bert, SweepOptions(timeout_s=600, registry=opts.registry)) == 600
+    assert item_timeout(bert, SweepOptions(timeout_s=3, timeouts={"bert": 5}, registry=opts.registry)) == 5
+    # The shipped registry: funnel's cold Inductor compile outlasts the H200 pass's 120 s limit.
+    assert Registry.load(ROOT / "model_registry.yaml").get("funnel").timeout_s == 300
+
+
 def test_check_passes_on_its_baseline_and_fails_on_a_planted_regression(full_sweep, tmp_path):
     b = tmp_path / "baseline.json"
     assert cli("check", str(full_sweep), "--baseline", str(b), "--update").returncode == 0

@@ -66,16 +66,18 @@ def child_env(spec: RunSpec) -> dict[str, str]:
 
 def child_command(cmd: list[str], spec: RunSpec, *, writable: list[Path], readable: list[Path] = (),
                   sandbox: bool | None = None) -> tuple[list[str], dict[str, str]]:
-    """argv and env of a model child. A spec with an overlay (candidate code), or `sandbox=True`,
-    runs in the sandbox (enablebot.execute.sandbox; raises SandboxUnavailable when there is none and no
-    opt-out); every child gets the address-space / CPU rlimits of its device."""
+    """argv and env of a model child. A spec with an overlay (candidate code), one allowed to run
+    a Hub repo's remote code (whatever `sandbox` says), or `sandbox=True`, runs in the sandbox
+    (enablebot.execute.sandbox; raises SandboxUnavailable when there is none and no opt-out); every
+    child gets the address-space / CPU rlimits of its device."""
     from .sandbox import Limits, sandboxed
 
     limits = Limits.for_device(spec.device, spec.timeout_s)
-    if sandbox or (sandbox is None and spec.overlay_dir):
+    if sandbox or spec.allow_remote_code or (sandbox is None and spec.overlay_dir):
         env = child_env(spec)
         extra = {k: env[k] for k in ("PYTHONPATH", "TORCH_TRACE") if k in env}
-        inputs = [p for p in (spec.overlay_dir, spec.registry) if p] + list(readable)
+        code_dir = (spec.resolved or {}).get("code_dir")  # remote code the parent fetched (remote_code.fetch_for)
+        inputs = [p for p in (spec.overlay_dir, spec.registry, code_dir) if p] + list(readable)
         sb = sandboxed(cmd, writable=writable, readable=inputs, device=spec.device, limits=limits, extra_env=extra)
         return sb.argv, sb.env
     prlimit = shutil.which("prlimit")
@@ -86,7 +88,27 @@ def child_command(cmd: list[str], spec: RunSpec, *, writable: list[Path], readab
 def run_in_child(spec: RunSpec, *, log_dir: Path | None = None,
                  progress: Callable[[str], None] | None = None, sandbox: bool | None = None) -> RunResult:
     """Run `spec` in a fresh Python process; always returns a RunResult. Candidate code (an
-    overlay) always runs sandboxed; `sandbox=True` sandboxes any spec."""
+    overlay) and Hub remote code always run sandboxed; `sandbox=True` sandboxes any spec.
+
+    Remote code (`spec.allow_remote_code`) is split in two: this process resolves the repo and
+    fetches its config and code files at the pinned commit (remote_code.fetch_for: files only,
+    nothing imported), and the sandboxed child, with no network and no token, builds the model
+    from that local copy."""
+    if spec.allow_remote_code and spec.resolved is None:
+        started = time.time()
+        try:
+            from ..model.remote_code import fetch_for
+
+            spec = fetch_for(spec)
+        except Exception as e:  # noqa: BLE001 - a refused or unreachable repo is this run's verdict
+            return failed_result(spec, "create_error", ErrorInfo("resolve", type(e).__name__, str(e)), "",
+                                 round(time.time() - started, 3))
+        try:
+            return run_in_child(spec, log_dir=log_dir, progress=progress, sandbox=True)
+        finally:
+            code_dir = (spec.resolved or {}).get("code_dir")
+            if code_dir:
+                shutil.rmtree(code_dir, ignore_errors=True)
     workdir = Path(tempfile.mkdtemp(prefix="enablebot-run-"))
     log_path = (Path(log_dir) if log_dir else workdir) / f"{_safe(spec.model_id)}-{spec.device}-{spec.mode}.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)

@@ -96,6 +96,10 @@ class WorkerPool:
         """Yield a RunResult per spec as they finish (not in input order). Once `should_stop()`
         is true no new spec is started; those in flight finish."""
         pending = list(specs)[::-1]
+        if any(s.allow_remote_code for s in pending):
+            # Like an overlay: Hub remote code runs only in isolation.run_in_child's sandbox.
+            raise ValueError("WorkerPool does not run remote code (allow_remote_code); use isolation.run_in_child, "
+                             "which fetches it in the parent and runs it sandboxed")
         workers: list[_Worker] = []
         try:
             while pending or any(w.spec for w in workers):

@@ -131,7 +131,10 @@ def child_env(base: Mapping[str, str] | None = None, *, extra: Mapping[str, str]
            if (k in _ALLOW_EXACT or k.startswith(_ALLOW_PREFIX)) and k not in _DROP and not _DENY.search(k)}
     env.update({"HOME": SANDBOX_HOME, "TMPDIR": "/tmp", "PYTHONUNBUFFERED": "1",
                 # No network inside: say so to the Hub clients instead of letting them time out.
-                "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_HUB_DISABLE_TELEMETRY": "1"})
+                "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_HUB_DISABLE_TELEMETRY": "1",
+                # transformers copies a repo's remote code here before importing it: private and
+                # writable (under HF_HOME it would be read-only, or shared with later jobs).
+                "HF_MODULES_CACHE": "/tmp/hf_modules"})
     for k, v in (extra or {}).items():
         if not _DENY.search(k):
             env[k] = v
@@ -213,8 +216,23 @@ def sandboxed(cmd: Sequence[str], *, writable: Sequence[str | Path] = (), readab
         p = str(Path(w).resolve())
         os.makedirs(p, exist_ok=True)
         argv += ["--bind", p, p]
+    for secret in _token_files():
+        # The tmpfs over HOME hides the Hub token only when it lives there; HF_HOME or HF_TOKEN_PATH
+        # elsewhere (a shared disk) would leave it readable under the read-only root: mask it with
+        # /dev/null (a device bind: it reads as empty, so huggingface_hub finds no token, no error).
+        argv += ["--dev-bind", "/dev/null", secret]
     argv += ["--chdir", os.getcwd(), "--", *cmd]
     return Sandboxed(argv=argv, env=cenv, sandboxed=True, limits=lim)
+
+
+def _token_files() -> list[str]:
+    """The Hub token files huggingface_hub would read (HF_TOKEN_PATH; HF_HOME/token and
+    stored_tokens, HF_HOME defaulting to ~/.cache/huggingface) that exist, resolved. Masked even
+    under HOME: a checkout that is HOME itself (under /tmp on CI) is bound back whole."""
+    home = os.environ.get("HF_HOME") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "huggingface")
+    cands = [os.environ.get("HF_TOKEN_PATH") or "", os.path.join(home, "token"), os.path.join(home, "stored_tokens")]
+    return sorted({str(Path(c).resolve()) for c in cands if c and os.path.isfile(c)})
 
 
 def _needed_under(home: str, env: Mapping[str, str]) -> list[str]:

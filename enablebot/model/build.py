@@ -81,8 +81,9 @@ def make_config(res: Resolved, size: str):
                 raise
             cfg = AutoConfig.for_model(res.model_type, **nested(overrides))
     elif res.remote_code:
-        # Only reachable when the repo was explicitly allowed (resolve() refuses otherwise).
-        cfg = AutoConfig.from_pretrained(res.model_id, trust_remote_code=True)
+        # Only reachable when the repo was explicitly allowed (resolve() refuses otherwise), and
+        # only from the copy the parent fetched: this process (the sandboxed child) never downloads code.
+        cfg = AutoConfig.from_pretrained(remote_code_dir(res), trust_remote_code=True, local_files_only=True)
     else:
         d = {k: v for k, v in res.config_dict.items() if k not in ("auto_map", "_name_or_path")}
         try:
@@ -94,6 +95,25 @@ def make_config(res: Resolved, size: str):
     # zeroed (in shrink_config), as PyTorch's benchmark harness does.
     cfg, changes = shrink_config(cfg, size, overrides)
     return cfg, changes
+
+
+def remote_code_dir(res: Resolved) -> str:
+    if not res.code_dir:
+        raise UsageError(f"{res.model_id}: remote code is built only from the copy the parent fetched into the "
+                         "sandbox (a child of `run` / `watch --run` with --allow-remote-code), never in-process")
+    return res.code_dir
+
+
+def remote_class(res: Resolved, task: str | None) -> tuple[str, Any]:
+    """(class name, class) of a remote-code model, from the auto_map of its fetched copy."""
+    from transformers.dynamic_module_utils import get_class_from_dynamic_module
+
+    from .remote_code import pick_model_ref
+
+    config = res.config_dict or {}
+    ref = pick_model_ref(config.get("auto_map") or {}, config.get("architectures") or [], task)
+    cls = get_class_from_dynamic_module(ref, remote_code_dir(res), local_files_only=True)
+    return cls.__name__, cls
 
 
 def nested(dotted: dict[str, Any]) -> dict[str, Any]:
@@ -115,8 +135,11 @@ def build_model(res: Resolved, *, size: str = "tiny", task: str | None = None, s
     if res.entry:
         check_requires(res.entry.requires)
     cfg, changes = make_config(res, size)
-    class_name = pick_class(res, task)
-    cls = getattr(transformers, class_name, None)
+    if res.remote_code:
+        class_name, cls = remote_class(res, task)
+    else:
+        class_name = pick_class(res, task)
+        cls = getattr(transformers, class_name, None)
     if cls is None:
         raise UsageError(f"transformers has no class {class_name!r} for {res.model_type}")
     from .budget import check_budget

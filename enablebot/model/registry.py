@@ -61,6 +61,7 @@ _ENTRY_ORDER = (
     "config",
     "inputs",
     "hook",
+    "timeout_s",
     "notes",
     "status",
 )
@@ -87,6 +88,9 @@ class ArchEntry(Serializable):
     config: dict[str, Any] = field(default_factory=dict)
     inputs: dict[str, Any] = field(default_factory=dict)
     hook: str | None = None
+    # Seconds a sweep item of this architecture may run when the sweep's --timeout is shorter
+    # (a compile known to be slow cold); the longer of the two applies (sweep.engine.item_timeout).
+    timeout_s: float | None = None
     notes: str | None = None
     # "<device>/<mode>" -> {verdict, numerics, speedup, torch, transformers, date, supported_at}
     status: dict[str, dict[str, Any]] = field(default_factory=dict)

@@ -35,17 +35,20 @@ class Resolved:
     remote_code: bool = False
     hub_sha: str | None = None
     notes: list[str] = field(default_factory=list)
+    # Remote code only: the local copy of the repo's config and code at `hub_sha`, fetched by the
+    # parent (remote_code.fetch_for); the sandboxed child builds from it and nothing else.
+    code_dir: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """What a child needs to skip resolving again (the registry entry is looked up there)."""
         return {"model_id": self.model_id, "model_type": self.model_type, "config_dict": self.config_dict,
                 "class_name": self.class_name, "source": self.source, "remote_code": self.remote_code,
-                "hub_sha": self.hub_sha, "notes": list(self.notes)}
+                "hub_sha": self.hub_sha, "notes": list(self.notes), "code_dir": self.code_dir}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], registry: Registry) -> "Resolved":
         fields = {k: data[k] for k in ("model_id", "model_type", "config_dict", "class_name", "source",
-                                       "remote_code", "hub_sha", "notes") if k in data}
+                                       "remote_code", "hub_sha", "notes", "code_dir") if k in data}
         return cls(**fields, entry=registry.get(data["model_type"]))
 
 

@@ -135,9 +135,19 @@ def to_spec(item: SweepItem, opts: SweepOptions) -> RunSpec:
                    pass_name=opts.pass_, device=opts.device, dtype=opts.dtype,
                    backend=opts.backend or ("eager" if light else "inductor"), size=opts.size,
                    batch_size=opts.batch_size, seq_len=opts.seq_len, repeats=opts.repeats,
-                   warmup=min(5, opts.repeats), timeout_s=opts.timeouts.get(item.model_id, opts.timeout_s),
+                   warmup=min(5, opts.repeats), timeout_s=item_timeout(item, opts),
                    numerics=not light, timing=not light, registry=opts.registry,
                    fullgraph_check=opts.fullgraph_check or not light)
+
+
+def item_timeout(item: SweepItem, opts: SweepOptions) -> float:
+    """The item's limit: an explicit per-type override (opts.timeouts), else the sweep's timeout
+    raised to the registry entry's `timeout_s` (data: an architecture whose cold compile is known
+    to outlast a short limit is not cut at it; a longer sweep limit still wins)."""
+    if item.model_id in opts.timeouts:
+        return opts.timeouts[item.model_id]
+    entry = Registry.load_cached(opts.registry).get(item.model_id)
+    return max(opts.timeout_s, float(entry.timeout_s)) if entry is not None and entry.timeout_s else opts.timeout_s
 
 
 def _threads_per_worker(jobs: int) -> int:

@@ -6,6 +6,7 @@ It serves, from fixture data, the routes huggingface_hub uses to list models and
                                         limit, expand; paginated with `Link: <...>; rel="next"`
                                         and an opaque `cursor`, as the Hub does
   GET  /api/models/{repo}[/revision/{rev}]
+  GET  /api/models/{repo}/tree/{rev}[/{path}]   the files (snapshot_download lists a commit with it)
   HEAD /{repo}/resolve/{rev}/{file}     ETag, X-Repo-Commit, Content-Length (hf_hub_download
   GET  /{repo}/resolve/{rev}/{file}     needs them)
 
@@ -269,6 +270,8 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             if path == "/api/models":
                 return self._list_models(rec, query)
+            if path.startswith("/api/models/") and "/tree/" in path:
+                return self._tree(rec, path[len("/api/models/"):])
             if path.startswith("/api/models/"):
                 return self._model_info(rec, path[len("/api/models/"):], query)
             if "/resolve/" in path:
@@ -305,6 +308,21 @@ class _Handler(BaseHTTPRequestHandler):
             return self._error(rec, 404, "RevisionNotFound", f"Invalid rev id: {revision}")
         fields = tuple(query.get("expand", []) + query.get("expand[]", [])) or None
         self._send(rec, 200, _json_bytes(repo.info(fields)), {"Content-Type": "application/json; charset=utf-8"})
+
+    def _tree(self, rec: RecordedRequest, rest: str) -> None:
+        """Every file under the path, as one page (recursive or not: fixture repos are small)."""
+        repo_id, _, tail = rest.partition("/tree/")
+        revision, _, prefix = tail.partition("/")
+        repo = self.hub._repos.get(repo_id)
+        if repo is None:
+            return self._error(rec, 404, "RepoNotFound", "Repository not found")
+        if revision not in ("main", repo.sha):
+            return self._error(rec, 404, "RevisionNotFound", f"Invalid rev id: {revision}")
+        prefix = prefix.strip("/")
+        entries = [{"type": "file", "oid": _blob_etag(content), "size": len(content), "path": name}
+                   for name, content in sorted(repo.files.items())
+                   if not prefix or name.startswith(prefix + "/")]
+        self._send(rec, 200, _json_bytes(entries), {"Content-Type": "application/json; charset=utf-8"})
 
     def _resolve(self, rec: RecordedRequest, method: str, path: str) -> None:
         repo_part, _, rest = path.lstrip("/").partition("/resolve/")
