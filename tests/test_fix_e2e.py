@@ -104,14 +104,15 @@ def test_verify_passes_on_the_recipe_bundle(jetmoe_fix, tmp_path):
 
 @pytest.fixture(scope="module")
 def switch_fix(tmp_path_factory):
+    """The model alone (--no-rewrites), one sample a round: a forbidden path, a patch that breaks
+    numerics, then the real fix, each round told why the last one failed."""
     out = tmp_path_factory.mktemp("switch")
-    malformed = "```diff\n" + SWITCH_GOOD.replace("@@ -171,12 +171,12 @@", "@@ -171,3 +171,3 @@") + "```"
     forbidden = "```diff\n" + SWITCH_GOOD.replace(
         SWITCH_FILE, "tests/models/switch_transformers/test_modeling_switch_transformers.py") + "```"
-    script = [malformed, forbidden, f"```diff\n{SWITCH_BAD_NUMERICS}```", f"Fix:\n```diff\n{SWITCH_GOOD}```"]
+    script = [forbidden, f"```diff\n{SWITCH_BAD_NUMERICS}```", f"Fix:\n```diff\n{SWITCH_GOOD}```"]
     with FakeOpenAI(script=script, api_key=KEY) as server:
-        proc = _cli("fix", "switch_transformers", "--out", str(out), "--cluster", "GB0036", "--attempts", "4",
-                    "--llm-model", "fake-coder", *FAST, env=_llm_env(server))
+        proc = _cli("fix", "switch_transformers", "--out", str(out), "--cluster", "GB0036", "--attempts", "3",
+                    "--samples", "1", "--no-rewrites", "--llm-model", "fake-coder", *FAST, env=_llm_env(server))
         requests = server.chat_requests
     return out, proc, requests
 
@@ -124,7 +125,8 @@ def test_agent_patch_to_model_code_is_verified(switch_fix):
     ver = json.loads((bdir / "verification.json").read_text())
     print("switch before", bundle["before"], "after", bundle["after"])
     assert bundle["verified"] and bundle["kind"] == "patch" and bundle["target"] == "model-code"
-    assert bundle["files"] == [SWITCH_FILE] and bundle["attempts"] == 4 and bundle["llm_model"] == "fake-coder"
+    assert bundle["files"] == [SWITCH_FILE] and bundle["attempts"] == 3 and bundle["llm_model"] == "fake-coder"
+    assert bundle["fix_source"].startswith("model")
     assert bundle["before"]["cluster_breaks"] > 0 and bundle["after"]["cluster_breaks"] == 0
     assert bundle["after"]["graphs"] < bundle["before"]["graphs"]
     assert all(c["passed"] for c in ver["checks"]) and ver["heldout"]["passed"]
@@ -135,13 +137,25 @@ def test_agent_patch_to_model_code_is_verified(switch_fix):
 
 def test_bad_candidates_were_rejected_with_feedback(switch_fix):
     out, _, requests = switch_fix
-    assert len(requests) == 4
+    assert len(requests) == 3
     fed_back = [r.body["messages"][-1]["content"] for r in requests[1:]]
-    assert "does not parse" in fed_back[0]
-    assert "forbidden" in fed_back[1]
-    assert "heldout_numerics" in fed_back[2]  # the break was gone, but outputs changed
+    assert "forbidden" in fed_back[0] and "different approach" in fed_back[0]
+    assert "heldout_numerics" in fed_back[1]  # the break was gone, but outputs changed
     report = (_bundle(out, "switch_transformers") / "report.md").read_text()
-    assert report.count("| rejected |") == 3 and "| 4 | verify | verified |" in report
+    assert report.count("| rejected |") == 2 and "| 3 | verify | verified |" in report
+
+
+def test_a_playbook_rewrite_fixes_switch_without_an_llm(tmp_path):
+    """No LLM configured: recipes, then the playbook's rewrites; the dense-experts rewrite
+    verifies, and the bundle says where the idea came from."""
+    proc = _cli("fix", "switch_transformers", "--out", str(tmp_path), "--cluster", "GB0036", "--no-recipes", *FAST)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    bdir = _bundle(tmp_path, "switch_transformers")
+    bundle = json.loads((bdir / "bundle.json").read_text())
+    assert bundle["verified"] and bundle["fix_source"] == "rewrite:dense-experts" and bundle["llm_model"] is None
+    assert bundle["after"]["cluster_breaks"] == 0 and bundle["after"]["graphs"] < bundle["before"]["graphs"]
+    assert "Fix idea from: **rewrite:dense-experts**" in (bdir / "report.md").read_text()
+    assert _hashes() == INSTALLED
 
 
 def test_dynamic_shape_recipe_is_reported_as_not_fixing_switch(switch_fix):
@@ -157,7 +171,7 @@ def test_transcript_has_the_conversation_but_no_secret(switch_fix):
     out, _, _ = switch_fix
     text = (_bundle(out, "switch_transformers") / "transcript.jsonl").read_text()
     records = [json.loads(ln) for ln in text.splitlines()]
-    assert [r["kind"] for r in records].count("llm_call") == 4
+    assert [r["kind"] for r in records].count("llm_call") == 3
     assert KEY not in text
 
 

@@ -151,11 +151,19 @@ def _verification_section(verification: dict[str, Any] | None, passed: bool) -> 
 
 def _produced_by(bundle: FixBundle) -> list[str]:
     lines = ["### How this patch was produced", ""]
-    if bundle.llm_model:
-        attempts = f" in {bundle.attempts} attempt{'s' if bundle.attempts != 1 else ''}" if bundle.attempts else ""
+    src = bundle.fix_source or ""
+    tried = f", the verified one of {bundle.attempts} candidate{'s' if bundle.attempts != 1 else ''}" if bundle.attempts else ""
+    if src.startswith("rewrite:"):
         lines.append(
-            f"- Drafted by an LLM agent (model `{cell(bundle.llm_model, 80)}`){attempts}, "
-            "as a unified diff applied in an overlay of the installed sources."
+            f"- The idea came from enablebot's playbook: the rewrite `{cell(src.split(':', 1)[1], 80)}` "
+            f"(`enablebot/data/playbook.yaml`), matched on the graph-break id and the code at the break site{tried}; "
+            "no LLM wrote it."
+        )
+    elif bundle.llm_model:
+        idea = f" with the playbook idea(s) `{cell(src.split(':', 1)[1], 120)}` in its prompt" if src.startswith("model+idea:") else ""
+        lines.append(
+            f"- Drafted by an LLM agent (model `{cell(bundle.llm_model, 80)}`){idea}{tried}; the tool turned its "
+            "edit into a unified diff applied in an overlay of the installed sources."
         )
     else:
         lines.append("- Written without an LLM (a rule-based fix).")
