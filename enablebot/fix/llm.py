@@ -79,8 +79,9 @@ class Transcript:
                                    self.secrets))
         self.records.append(record)
         if self.path:
-            with self.path.open("a", encoding="utf-8") as f:
-                f.write(json.dumps(record, sort_keys=True) + "\n")
+            from .. import jsonl
+
+            jsonl.append(self.path, record, sort_keys=True, secrets=self.secrets)
 
 
 @dataclass
