@@ -20,6 +20,7 @@ from ..jsonl import JsonlError
 from ..sweep.checkpoint import RESULTS_FILE, read_result_rows
 from ..results import OK_VERDICTS, RunResult
 from ..sweep.triage import Cluster, cluster_breaks, location
+from ..versions import release_key
 from .links import public_version
 
 PASS_NAMES = {"eager": "dynamo", "inductor": "inductor"}
@@ -375,13 +376,10 @@ def load_compare(path: Path | None) -> Any:
 
 
 # ---- ordering and de-duplication ---------------------------------------------------------------
-def _vtuple(v: str) -> tuple[int, ...]:
-    return tuple(int(x) if x.isdigit() else 0 for x in re.split(r"[.]", public_version(v))[:3])
-
-
 def order_sets(sets: list[ResultSet]) -> list[ResultSet]:
-    """Oldest first: by torch, then transformers version, then start time (nightlies on one version)."""
-    return sorted(sets, key=lambda s: (_vtuple(s.torch), _vtuple(s.transformers), s.started_at or "", s.label))
+    """Oldest first: by torch, then transformers version in release order (a dev or rc build
+    before its release), then start time (nightlies on one version)."""
+    return sorted(sets, key=lambda s: (release_key(s.torch), release_key(s.transformers), s.started_at or "", s.label))
 
 
 def drop_duplicate_baselines(sets: list[ResultSet]) -> tuple[list[ResultSet], list[str]]:
