@@ -18,7 +18,6 @@ over items it is the worker time. A worker also writes one {"worker": i, "import
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import subprocess
 import sys
@@ -53,11 +52,10 @@ def worker(models: list[str], modes: list[str], task: str, device: str, threads:
 
     torch.set_num_threads(threads)
     registry = Registry.load_cached()
-    out = open(out_path, "a", encoding="utf-8")
+    from enablebot import jsonl
 
-    def emit(row: dict) -> None:
-        out.write(json.dumps(row) + "\n")
-        out.flush()
+    def emit(row: dict) -> None:  # the workers append to one file: each row one fsynced O_APPEND write
+        jsonl.append(out_path, row)
 
     t1, c1 = _now()
     emit({"worker": index, "import_s": round(t1 - t0, 3), "import_cpu_s": round(c1 - c0, 3)})
@@ -98,7 +96,6 @@ def worker(models: list[str], modes: list[str], task: str, device: str, threads:
             s1, sc1 = _now()
             row.update(seconds=round(s1 - s0 + build_s, 3), cpu_s=round(sc1 - sc0 + build_cpu, 3))
             emit(row)
-    out.close()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -164,7 +164,9 @@ def main(argv: list[str] | None = None) -> int:
     from enablebot.sweep.checkpoint import RESULTS_FILE, load_results
     from enablebot.sweep.engine import load_runs
 
-    naive_rows = [json.loads(ln) for ln in (args.out / "naive.jsonl").read_text().splitlines() if ln.strip()]
+    from enablebot import jsonl
+
+    naive_rows = jsonl.read_values(args.out / "naive.jsonl")
     sweep_results = list(load_results(args.out / "sweep" / RESULTS_FILE).values())
     runs["naive"].update(items=sum(1 for r in naive_rows if "model_type" in r),
                          worker_s=round(sum(r.get("seconds", 0.0) for r in naive_rows), 2),

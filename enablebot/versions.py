@@ -4,7 +4,21 @@ from __future__ import annotations
 
 import platform
 
+from packaging.version import InvalidVersion, Version
+
 from .results import Versions
+
+_UNREADABLE = Version("0")
+
+
+def release_key(version: str | None) -> Version:
+    """The sort key of a torch/transformers version in release order (PEP 440, as pip orders them):
+    5.26.0.dev0 < 5.26.0rc1 < 5.26.0 < 5.26.0.post1 < 5.26.1. The local build tag is dropped first
+    ('2.13.0+cu130' and '2.13.0+cpu' are one release). An empty or unreadable version sorts first."""
+    try:
+        return Version((version or "").split("+")[0])
+    except InvalidVersion:
+        return _UNREADABLE
 
 
 def current(device: str = "cpu") -> Versions:

@@ -55,7 +55,9 @@ def test_retry_wait_prefers_ratelimit_reset_then_retry_after_then_backoff():
     assert retry_wait(429, {"RateLimit": '"api";r=0;t=7', "Retry-After": "3"}, 1, p) == 7
     # RateLimit with requests remaining is not the reason for the 429: Retry-After decides.
     assert retry_wait(429, {"RateLimit": '"api";r=5;t=7', "Retry-After": "3"}, 1, p) == 3
-    assert [retry_wait(503, {}, a, p) for a in (1, 2, 3, 4, 5)] == [1, 2, 4, 8, 10]
+    # no hint: full jitter over 1, 2, 4, 8, then the cap (rand pinned to the top of its range)
+    assert [retry_wait(503, {}, a, p, rand=lambda: 1.0) for a in (1, 2, 3, 4, 5)] == [1, 2, 4, 8, 10]
+    assert [retry_wait(503, {}, a, p, rand=lambda: 0.5) for a in (1, 2, 3, 4, 5)] == [0.5, 1, 2, 4, 5]
 
 
 def test_retry_after_http_date():
@@ -121,7 +123,8 @@ def test_listing_429_honours_ratelimit_header_and_5xx_backs_off(hub, tmp_path):
     policy = RetryPolicy(attempts=4, base_wait_s=0.05)
     items = list(client(hub, tmp_path, policy=policy, sleep=sleeps.append).iter_models(limit=2))
     assert len(items) == 2
-    assert sleeps == [2.0, 0.05 * 2, 0.05 * 4]  # reset time, then exponential backoff
+    # reset time, then exponential backoff with full jitter: up to 0.1 s, then up to 0.2 s
+    assert sleeps[0] == 2.0 and 0 <= sleeps[1] <= 0.05 * 2 and 0 <= sleeps[2] <= 0.05 * 4
     assert [r.status for r in hub.requests_to(r"^/api/models$")] == [429, 503, 503, 200]
 
 

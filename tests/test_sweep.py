@@ -305,10 +305,10 @@ def test_check_refuses_to_compare_across_passes_and_scenarios(tmp_path):
     assert p.returncode == 2 and "mix passes" in " ".join(p.stderr.split())
 
 
-def test_torn_checkpoint_line_is_ignored(tmp_path):
+def test_torn_checkpoint_line_is_dropped(tmp_path):
     (tmp_path / RESULTS_FILE).write_text('{"spec": {"model_id": "x"')
     ck = Checkpoint(tmp_path)
-    assert ck.done == {} and (tmp_path / RESULTS_FILE).read_text().endswith("\n")
+    assert ck.done == {} and (tmp_path / RESULTS_FILE).read_text() == ""  # truncated: the next append starts clean
 
 
 def test_registry_record_stores_each_architectures_status(full_sweep, tmp_path):

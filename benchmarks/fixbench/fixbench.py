@@ -37,6 +37,7 @@ HERE = Path(__file__).resolve().parent
 if str(HERE.parent.parent) not in sys.path:  # run as a script from the repo root
     sys.path.insert(0, str(HERE.parent.parent))
 
+from enablebot import jsonl  # noqa: E402
 from enablebot.fix import clusters as cl  # noqa: E402
 from enablebot.fix.judge.overlay import PatchApplyError, build_overlay  # noqa: E402
 from enablebot.fix.judge.patchguard import PatchPolicy, PatchRejected, check_patch  # noqa: E402
@@ -406,8 +407,8 @@ def main(argv: list[str] | None = None, *, runner: Runner | None = None,
     if a.from_jsonl:
         known = {c.id for c in cases}
         for path in a.from_jsonl:
-            for line in path.read_text(encoding="utf-8").splitlines():
-                r = CaseResult(**json.loads(line))
+            for d in jsonl.read_values(path):  # a run cut short may leave a torn last line: dropped
+                r = CaseResult(**d)
                 if r.id in known:
                     results = [x for x in results if x.id != r.id] + [r]
         order = {c.id: i for i, c in enumerate(cases)}
@@ -419,8 +420,7 @@ def main(argv: list[str] | None = None, *, runner: Runner | None = None,
             r = run_case(case, defaults, repro)
             results.append(r)
             say(f"    {r.outcome} in {r.duration_s:.0f} s" + (f"; caught by {', '.join(r.caught_by)}" if r.caught_by else ""))
-            with log.open("a", encoding="utf-8") as f:
-                f.write(json.dumps(dataclasses.asdict(r), sort_keys=True) + "\n")
+            jsonl.append(log, dataclasses.asdict(r), sort_keys=True)
 
     agent: list[AgentCase] | None = None
     llm = None
@@ -454,8 +454,7 @@ def main(argv: list[str] | None = None, *, runner: Runner | None = None,
             x = agent[-1]
             say(f"    {'fixed (' + str(x.source) + ')' if x.fixed else 'not fixed'} after {x.candidates} candidate(s), "
                 f"{x.wall_s:.0f} s")
-            with agent_log.open("a", encoding="utf-8") as f:  # kept when a long run is cut short
-                f.write(json.dumps(dataclasses.asdict(x), sort_keys=True) + "\n")
+            jsonl.append(agent_log, dataclasses.asdict(x), sort_keys=True)  # kept when a long run is cut short
     say(f"agent part: {note}")
     summ = summary(results, agent, note)
     payload = {"summary": summ, "cases": [dataclasses.asdict(r) for r in results],

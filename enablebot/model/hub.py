@@ -10,8 +10,9 @@ unattended watcher needs:
   is one generator: a single malformed item raises inside it and ends the whole listing, and
   its rate-limit wait has no upper bound. Here a bad item becomes a `ListingSkip` with a
   reason and the rest continue.
-- Bounded retries (`RetryPolicy`): 429 waits for the `RateLimit` reset (when `r=0`) or
-  `Retry-After`; 408/5xx, timeouts and network errors back off exponentially. After
+- Bounded retries (`RetryPolicy`): 429 waits for the `RateLimit` reset (when `r=0`),
+  `retry-after-ms` or `Retry-After` (seconds or HTTP-date); 408/5xx, timeouts and network
+  errors back off exponentially with full jitter (enablebot.retry_wait, shared with the LLM). After
   `attempts` tries, or when the server asks for a wait longer than `max_wait_s`, a
   `HubError(transient=True)` tells the caller to stop and keep its cursor.
 - Errors say what to do (HF_ENDPOINT, HF_HUB_OFFLINE, HF_TOKEN) and never contain the token.
@@ -19,10 +20,10 @@ unattended watcher needs:
 
 from __future__ import annotations
 
-import email.utils
 import json
 import logging
 import os
+import random
 import re
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -44,10 +45,12 @@ from huggingface_hub.errors import (
     RepositoryNotFoundError,
     RevisionNotFoundError,
 )
-from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status, parse_ratelimit_headers
+from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status
 
 from .. import __version__
 from ..results import Serializable
+from ..retry_wait import parse_retry_after  # noqa: F401 - re-exported, callers and tests import it from here
+from ..retry_wait import retry_wait as _wait
 
 log = logging.getLogger(__name__)
 
@@ -130,31 +133,11 @@ def parse_iso(value: str) -> datetime:
     return dt if dt.tzinfo else dt.replace(tzinfo=timezone.utc)
 
 
-def parse_retry_after(value: str | None, *, now: datetime | None = None) -> float | None:
-    """`Retry-After`: delay-seconds or an HTTP-date. None when absent or unreadable."""
-    if value is None or not value.strip():
-        return None
-    value = value.strip()
-    if value.isdigit():
-        return float(value)
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    now = now or datetime.now(timezone.utc)
-    return max(0.0, (when - now).total_seconds())
-
-
-def retry_wait(status: int | None, headers: Mapping[str, str], attempt: int, policy: RetryPolicy) -> float:
-    """Seconds to wait before the next try: the server's hint first, else exponential backoff."""
-    if status == 429:
-        info = parse_ratelimit_headers(headers)
-        if info is not None and info.remaining == 0:
-            return float(info.reset_in_seconds)
-    hinted = parse_retry_after(_header(headers, "retry-after"))
-    if hinted is not None:
-        return hinted
-    return min(policy.base_wait_s * 2 ** (attempt - 1), policy.max_wait_s)
+def retry_wait(status: int | None, headers: Mapping[str, str], attempt: int, policy: RetryPolicy, *,
+               rand: Callable[[], float] = random.random) -> float:
+    """Seconds to wait before the next try (enablebot.retry_wait): the server's hint (RateLimit
+    reset, retry-after-ms, Retry-After) first, else jittered exponential backoff capped at max_wait_s."""
+    return _wait(status, headers, attempt, base_s=policy.base_wait_s, cap_s=policy.max_wait_s, rand=rand).seconds
 
 
 def parse_listing_item(item: Any) -> HubModel | ListingSkip:
@@ -181,13 +164,6 @@ def parse_listing_item(item: Any) -> HubModel | ListingSkip:
         tags=tags,
         config=info.config if isinstance(info.config, dict) else None,
     )
-
-
-def _header(headers: Mapping[str, str], name: str) -> str | None:
-    for k, v in headers.items():
-        if k.lower() == name:
-            return v
-    return None
 
 
 def _redact(text: str) -> str:

@@ -16,9 +16,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable
 
-from ..sweep.checkpoint import RESULTS_FILE
+from ..jsonl import JsonlError
+from ..sweep.checkpoint import RESULTS_FILE, read_result_rows
 from ..results import OK_VERDICTS, RunResult
 from ..sweep.triage import Cluster, cluster_breaks, location
+from ..versions import release_key
 from .links import public_version
 
 PASS_NAMES = {"eager": "dynamo", "inductor": "inductor"}
@@ -247,19 +249,14 @@ def load_sweep(path: Path, modality_of: dict[str, str] | None = None, label: str
         raise SiteInputError(f"{path}: no {RESULTS_FILE}; pass a sweep/merge directory or a baseline JSON file")
     label = label or _label(path)
     latest: dict[str, Row] = {}
-    with open(f, encoding="utf-8") as fh:
-        for line in fh:
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                raw = json.loads(line)
-                r = RunResult.from_dict(raw)
-            except (ValueError, TypeError, KeyError, AttributeError):
-                continue
-            spec = raw.get("spec") or {}
-            row = _row_from_result(label, r, _scenario(spec), modality_of or {}, _pass(spec, r.spec.backend))
-            latest[row.key] = row
+    try:
+        rows_read = read_result_rows(f)  # a torn last line is dropped; another bad line names file:line
+    except JsonlError as e:
+        raise SiteInputError(str(e)) from None
+    for r, raw in rows_read:
+        spec = raw.get("spec") or {}
+        row = _row_from_result(label, r, _scenario(spec), modality_of or {}, _pass(spec, r.spec.backend))
+        latest[row.key] = row
     if not latest:
         raise SiteInputError(f"{f}: holds no results")
     rows = sorted(latest.values(), key=lambda r: r.key)
@@ -379,13 +376,10 @@ def load_compare(path: Path | None) -> Any:
 
 
 # ---- ordering and de-duplication ---------------------------------------------------------------
-def _vtuple(v: str) -> tuple[int, ...]:
-    return tuple(int(x) if x.isdigit() else 0 for x in re.split(r"[.]", public_version(v))[:3])
-
-
 def order_sets(sets: list[ResultSet]) -> list[ResultSet]:
-    """Oldest first: by torch, then transformers version, then start time (nightlies on one version)."""
-    return sorted(sets, key=lambda s: (_vtuple(s.torch), _vtuple(s.transformers), s.started_at or "", s.label))
+    """Oldest first: by torch, then transformers version in release order (a dev or rc build
+    before its release), then start time (nightlies on one version)."""
+    return sorted(sets, key=lambda s: (release_key(s.torch), release_key(s.transformers), s.started_at or "", s.label))
 
 
 def drop_duplicate_baselines(sets: list[ResultSet]) -> tuple[list[ResultSet], list[str]]:

@@ -1,37 +1,36 @@
 """Append-only JSONL checkpoint of sweep results.
 
-Each result is one line, written and fsynced as it arrives, so a sweep killed at
-any moment loses at most the line being written; a torn last line is ignored on
-load (that model simply runs again). The newest line for a key wins.
+Each result is one line, written and fsynced as it arrives (enablebot.jsonl), so a sweep killed
+at any moment loses at most the line being written; a torn last line is dropped on load (that
+model simply runs again) and truncated before the next append. The newest line for a key wins.
 """
 
 from __future__ import annotations
 
-import json
-import os
 from pathlib import Path
-from typing import Iterable
+from typing import Any, Iterable
 
+from .. import jsonl
 from ..results import RunResult
 
 RESULTS_FILE = "results.jsonl"
 
 
+def read_result_rows(path: Path) -> list[tuple[RunResult, dict[str, Any]]]:
+    """Each line of a results file as (RunResult, the raw dict: readers want fields RunResult may
+    not carry), oldest first. A torn last line is dropped; any other line that is not a result
+    raises jsonl.JsonlError naming file:line."""
+    rows = []
+    for no, d in jsonl.read(path).records:
+        try:
+            rows.append((RunResult.from_dict(d), d))
+        except (ValueError, TypeError, KeyError, AttributeError) as e:
+            raise jsonl.JsonlError(path, no, f"not a result record ({type(e).__name__}: {e})") from None
+    return rows
+
+
 def load_results(path: Path) -> dict[str, RunResult]:
-    out: dict[str, RunResult] = {}
-    if not path.exists():
-        return out
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                r = RunResult.from_dict(json.loads(line))
-            except (ValueError, TypeError, KeyError):
-                continue  # a line torn by a kill: the model reruns
-            out[r.key] = r
-    return out
+    return {r.key: r for r, _ in read_result_rows(path)}
 
 
 class Checkpoint:
@@ -39,30 +38,16 @@ class Checkpoint:
         self.out_dir = Path(out_dir)
         self.out_dir.mkdir(parents=True, exist_ok=True)
         self.path = self.out_dir / RESULTS_FILE
-        self._repair_torn_tail()
+        jsonl.mend(self.path)  # a kill mid-write: drop the torn line now, so the resumed sweep appends cleanly
         self.done = load_results(self.path)
 
-    def _repair_torn_tail(self) -> None:
-        # A kill mid-write leaves a last line without "\n"; end it so the next append starts clean.
-        if self.path.exists() and self.path.stat().st_size:
-            with open(self.path, "rb+") as f:
-                f.seek(-1, os.SEEK_END)
-                if f.read(1) != b"\n":
-                    f.write(b"\n")
-
     def append(self, result: RunResult) -> None:
-        from ..redact import redact
-
-        line = redact(json.dumps(result.to_dict(), separators=(",", ":"))) + "\n"
-        with open(self.path, "a", encoding="utf-8") as f:
-            f.write(line)
-            f.flush()
-            os.fsync(f.fileno())
+        jsonl.append(self.path, result.to_dict())
         self.done[result.key] = result
 
 
 def write_results(path: Path, results: Iterable[RunResult]) -> None:
     from ..fileio import atomic_write_text
 
-    text = "".join(json.dumps(r.to_dict(), separators=(",", ":")) + "\n" for r in sorted(results, key=lambda r: r.key))
+    text = "".join(jsonl.dumps(r.to_dict()) + "\n" for r in sorted(results, key=lambda r: r.key))
     atomic_write_text(path, text)

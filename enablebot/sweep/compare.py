@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .checkpoint import RESULTS_FILE
+from ..jsonl import JsonlError
+from .checkpoint import RESULTS_FILE, read_result_rows
 from ..results import OK_VERDICTS, RunResult, Serializable
 
 # Verdicts that mean the harness itself could not build or run the model (or it died).
@@ -190,15 +191,10 @@ def load_set(path: Path) -> ResultSet:
         raise CompareInputError(f"{path}: no such sweep directory or baseline file "
                                 f"(give a directory holding {RESULTS_FILE}, or baselines/<device>-torch-<v>.json)")
     if f.name.endswith(".jsonl"):
-        rows = []
-        for line in f.read_text(encoding="utf-8").splitlines():
-            if not line.strip():
-                continue
-            try:
-                d = json.loads(line)
-                rows.append((RunResult.from_dict(d), d.get("spec") or {}))
-            except (ValueError, TypeError, KeyError):
-                continue  # a torn line, as in checkpoint.load_results
+        try:
+            rows = [(r, d.get("spec") or {}) for r, d in read_result_rows(f)]  # a torn last line is dropped
+        except JsonlError as e:
+            raise CompareInputError(str(e)) from None
         if not rows:
             raise CompareInputError(f"{f}: holds no results")
         return set_from_results(str(path), rows)

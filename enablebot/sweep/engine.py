@@ -294,23 +294,25 @@ def _log_run(out_dir: Path, stats: SweepStats, opts: SweepOptions, jobs: int, t0
     """One line per sweep invocation (a resumed sweep has several): wall time and throughput
     belong to the invocation, not to any one result, and benchmarks/sweep_speed.py adds them up."""
     import datetime as _dt
-    import json
+
+    from .. import jsonl
 
     line = {"started_at": _dt.datetime.fromtimestamp(t0, _dt.timezone.utc).replace(microsecond=0).isoformat(),
             "pass": opts.pass_, "device": opts.device, "jobs": jobs, "planned": stats.planned,
             "skipped_done": stats.skipped_done, "reused": stats.reused, "ran": stats.ran, "not_started": stats.not_started,
             "wall_s": stats.wall_s, **({"interrupted": True} if interrupted else {})}
-    out_dir.mkdir(parents=True, exist_ok=True)
-    with open(out_dir / RUNS_FILE, "a", encoding="utf-8") as f:
-        f.write(json.dumps(line) + "\n")
+    jsonl.append(out_dir / RUNS_FILE, line)
 
 
 def load_runs(out_dir: Path) -> list[dict]:
-    """The invocations _log_run recorded for a sweep directory, oldest first."""
-    import json
+    """The invocations _log_run recorded for a sweep directory, oldest first; a torn last line
+    (a sweep killed while logging) is dropped. FileNotFoundError when there is no log."""
+    from .. import jsonl
 
-    text = (out_dir / RUNS_FILE).read_text(encoding="utf-8")
-    return [json.loads(ln) for ln in text.splitlines() if ln.strip()]
+    path = out_dir / RUNS_FILE
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such sweep log")
+    return jsonl.read_values(path)
 
 
 def planned_of(runs: list[dict]) -> int:

@@ -26,6 +26,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterable
 
+from .. import jsonl
 from ..results import RunResult, RunSpec, Serializable
 
 KEYS_FILE = "cache_keys.jsonl"
@@ -337,24 +338,19 @@ def decide(result_key: str, old: RunResult | None, old_key: CacheKey | None, new
 # ---------------------------------------------------------------- the edges: recorded keys
 
 def load_keys(sweep_dir: Path) -> dict[str, CacheKey]:
+    """The recorded keys; a torn last line is dropped (that item re-runs), another bad line raises JsonlError."""
     out: dict[str, CacheKey] = {}
     p = Path(sweep_dir) / KEYS_FILE
-    if not p.exists():
-        return out
-    for line in p.read_text(encoding="utf-8").splitlines():
+    for no, d in jsonl.read(p).records:
         try:
-            d = json.loads(line)
             out[d["key"]] = CacheKey.from_dict(d["cache_key"])
-        except (ValueError, KeyError, TypeError):
-            continue  # torn line: that item re-runs
+        except (ValueError, KeyError, TypeError, AttributeError) as e:
+            raise jsonl.JsonlError(p, no, f"not a cache-key record ({type(e).__name__}: {e})") from None
     return out
 
 
 def append_key(sweep_dir: Path, result_key: str, key: CacheKey) -> None:
-    p = Path(sweep_dir) / KEYS_FILE
-    p.parent.mkdir(parents=True, exist_ok=True)
-    with open(p, "a", encoding="utf-8") as f:
-        f.write(json.dumps({"key": result_key, "cache_key": key.to_dict()}, separators=(",", ":")) + "\n")
+    jsonl.append(Path(sweep_dir) / KEYS_FILE, {"key": result_key, "cache_key": key.to_dict()})
 
 
 def plan_reuse(new_keys: dict[str, CacheKey], previous: dict[str, RunResult], previous_keys: dict[str, CacheKey],

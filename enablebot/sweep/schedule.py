@@ -13,7 +13,6 @@ same-architecture affinity.
 
 from __future__ import annotations
 
-import json
 import statistics
 from pathlib import Path
 from typing import Callable, Iterable, Mapping
@@ -27,8 +26,8 @@ def item_key(spec: RunSpec) -> str:
 
 def load_durations(path: Path, *, pass_name: str | None = None, device: str | None = None) -> dict[str, float]:
     """item key (model|task|mode|scenario) -> seconds, from a results.jsonl or a sweep directory holding
-    one, keeping only results of the same pass and device when given. Unreadable
-    lines are skipped (a torn checkpoint tail); the newest line for an item wins."""
+    one, keeping only results of the same pass and device when given. A torn checkpoint tail is
+    skipped, any other unreadable line raises jsonl.JsonlError; the newest line for an item wins."""
     return {item_key(spec): secs for spec, secs in _timed_specs(path)
             if (pass_name is None or spec.pass_name == pass_name) and (device is None or spec.device == device)}
 
@@ -46,22 +45,14 @@ def durations_for(paths: Iterable[Path], *, pass_name: str, device: str) -> tupl
 
 
 def _timed_specs(path: Path) -> list[tuple[RunSpec, float]]:
-    from .checkpoint import RESULTS_FILE
+    from .checkpoint import RESULTS_FILE, read_result_rows
 
     path = Path(path)
     if path.is_dir():
         path = path / RESULTS_FILE
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such results file (pass a results.jsonl or a sweep directory)")
-    out = []
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            try:
-                d = json.loads(line)
-                out.append((RunSpec.from_dict(d["spec"]), float(d["duration_s"])))
-            except (ValueError, TypeError, KeyError):
-                continue
-    return out
+    return [(r.spec, float(r.duration_s)) for r, _ in read_result_rows(path)]
 
 
 def estimator(history: Mapping[str, float]) -> Callable[[RunSpec], float]:

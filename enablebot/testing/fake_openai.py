@@ -5,9 +5,9 @@
 
 Each scripted item is one of
   - a string: the assistant message content (a normal 200 completion);
-  - Reply(content=..., status=200, usage=..., finish_reason=..., raw=...): a status other than
-    200 returns an OpenAI-style error body (429 carries `Retry-After`); `raw` sends those bytes
-    verbatim (malformed JSON and the like).
+  - Reply(content=..., status=200, usage=..., finish_reason=..., raw=..., headers=...): a status
+    other than 200 returns an OpenAI-style error body (429 carries `Retry-After`, plus any
+    `headers`); `raw` sends those bytes verbatim (malformed JSON and the like).
 When the script runs out, the server answers 500 (a test asked for more than it scripted).
 Every request is recorded (path, headers, parsed JSON body). Only binds 127.0.0.1.
 """
@@ -32,6 +32,7 @@ class Reply:
     finish_reason: str = "stop"
     raw: bytes | None = None
     retry_after: float | None = 0.0  # for 429s
+    headers: dict[str, str] = field(default_factory=dict)  # sent with an error status (retry-after-ms, an HTTP-date ...)
 
 
 @dataclass
@@ -149,7 +150,7 @@ def _handler(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
                 self._send(reply.status, reply.raw)
             elif reply.status != 200:
                 headers = {"Retry-After": str(reply.retry_after)} if reply.status == 429 and reply.retry_after is not None else {}
-                self._error(reply.status, reply.content or f"scripted error {reply.status}", headers)
+                self._error(reply.status, reply.content or f"scripted error {reply.status}", headers | reply.headers)
             else:
                 self._send(200, fake.completion(body, reply))
 

@@ -3,20 +3,27 @@ endpoint (`OPENAI_BASE_URL`, `OPENAI_API_KEY`), with bounded retries, token and 
 accounting under a budget, and a transcript with secrets redacted.
 
 The client's own retries are off (max_retries=0) so that every attempt, wait and failure
-is ours to count and log; 429 and 5xx (and connection errors) are retried with exponential
-backoff, honouring Retry-After, at most `retries` times.
+is ours to count and log; 429 and 5xx (and connection errors) are retried at most `retries`
+times, waiting as enablebot.retry_wait says (shared with the Hub client): the server's
+`retry-after-ms` / `Retry-After` (seconds or HTTP-date) as given, up to `max_wait_s` (a longer
+wait ends the call with LLMUnavailable saying so), else full-jitter exponential backoff capped at
+`max_backoff_s`.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from ...results import Serializable
+from ...retry_wait import Wait, retry_wait
 
 
 class LLMUnavailable(RuntimeError):
@@ -79,8 +86,9 @@ class Transcript:
                                    self.secrets))
         self.records.append(record)
         if self.path:
-            with self.path.open("a", encoding="utf-8") as f:
-                f.write(json.dumps(record, sort_keys=True) + "\n")
+            from ... import jsonl
+
+            jsonl.append(self.path, record, sort_keys=True, secrets=self.secrets)
 
 
 @dataclass
@@ -100,11 +108,16 @@ class LLMClient:
     max_tokens: int = 4096
     temperature: float = 0.0
     retries: int = 4
-    backoff_s: float = 1.0
-    max_backoff_s: float = 20.0
+    backoff_s: float = 1.0  # backoff without a server hint: up to base, 2x, 4x, ... (full jitter)
+    max_backoff_s: float = 20.0  # cap of that backoff
+    max_wait_s: float = 120.0  # longest server-asked wait honoured; a longer one gives up (rate windows are a minute)
     timeout_s: float = 300.0
     budget: Budget = field(default_factory=Budget)
     transcript: Transcript | None = None
+    # The waits' side effects and randomness, injectable so tests can see and pin them.
+    sleep: Callable[[float], None] = field(default=time.sleep, repr=False)
+    rand: Callable[[], float] = field(default=random.random, repr=False)
+    clock: Callable[[], datetime] = field(default=lambda: datetime.now(timezone.utc), repr=False)
 
     @staticmethod
     def from_env(model: str | None, **kw: Any) -> "LLMClient | None":
@@ -142,10 +155,15 @@ class LLMClient:
             except (openai.RateLimitError, openai.InternalServerError, openai.APIConnectionError, ValueError) as e:
                 # ValueError: a body that is not JSON (a proxy's error page, a truncated reply).
                 status = getattr(e, "status_code", None)
-                self._log("llm_error", status=status, error=type(e).__name__, message=str(e)[:300], attempt=attempt)
+                wait = self._wait(e, attempt)
+                self._log("llm_error", status=status, error=type(e).__name__, message=str(e)[:300], attempt=attempt,
+                          wait_s=round(wait.seconds, 3), wait_from=wait.source)
                 if attempt >= self.retries:
                     raise LLMUnavailable(f"LLM endpoint failed {attempt + 1} times: {type(e).__name__}: {e}") from e
-                time.sleep(self._delay(e, attempt))
+                if wait.too_long(self.max_wait_s):
+                    raise LLMUnavailable(f"LLM endpoint asks to wait {wait.seconds:.0f}s ({wait.source}), more than the "
+                                         f"{self.max_wait_s:.0f}s this run accepts (max_wait_s); try again later") from e
+                self.sleep(wait.seconds)
                 attempt += 1
             except openai.APIStatusError as e:  # 4xx other than 429: retrying will not help
                 self._log("llm_error", status=e.status_code, error=type(e).__name__, message=str(e)[:300])
@@ -168,16 +186,11 @@ class LLMClient:
                   completion_tokens=ct, finish_reason=reply.finish_reason, retries=attempt)
         return reply
 
-    def _delay(self, err: Exception, attempt: int) -> float:
-        delay = min(self.backoff_s * (2 ** attempt), self.max_backoff_s)
+    def _wait(self, err: Exception, attempt: int) -> Wait:
+        """The wait after failed try `attempt` (0-based here); a connection error has no response, so no hint."""
         response = getattr(err, "response", None)
-        retry_after = response.headers.get("retry-after") if response is not None else None
-        try:
-            if retry_after is not None:
-                delay = min(max(float(retry_after), 0.0), self.max_backoff_s)
-        except ValueError:
-            pass
-        return delay
+        return retry_wait(getattr(err, "status_code", None), getattr(response, "headers", None), attempt + 1,
+                          base_s=self.backoff_s, cap_s=self.max_backoff_s, rand=self.rand, now=self.clock())
 
     def _log(self, kind: str, **data: Any) -> None:
         if self.transcript is not None:
