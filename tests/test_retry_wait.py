@@ -12,7 +12,7 @@ from email.utils import format_datetime
 
 import pytest
 
-from enablebot.fix.llm import LLMClient, LLMUnavailable, Transcript
+from enablebot.fix.draft.llm import LLMClient, LLMUnavailable, Transcript
 from enablebot.model.hub import HubClient, HubError, RetryPolicy
 from enablebot.retry_wait import Wait, backoff, parse_retry_after, parse_retry_after_ms, retry_wait
 from enablebot.testing.fake_hub import FakeHub, Fault, hub_requests_allowed
