@@ -30,6 +30,14 @@ if [ -n "${ENABLEBOT_TRANSFORMERS:-}" ]; then
 else
   .venv/bin/pip install -q --disable-pip-version-check --no-deps -r requirements-transformers.txt
 fi
+# The JSONL durability test (tests/test_jsonl.py) watches the fsync syscalls with strace.
+if ! command -v strace >/dev/null; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    apt-get install -y -q strace >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -q strace; }
+  else
+    echo "setup: strace is missing; the JSONL fsync test needs it: sudo apt-get install -y strace" >&2
+  fi
+fi
 # The browser test (tests/test_site.py) drives headless Chromium: Debian's chromium and its driver.
 if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then

@@ -129,7 +129,6 @@ def test_append_redacts_and_never_writes_an_unparseable_line(tmp_path, monkeypat
     assert "s3cr3t" not in f.read_text() and len(jsonl.read_values(f)) == 2
 
 
-@pytest.mark.skipif(shutil.which("strace") is None, reason="needs strace to watch the syscalls")
 def test_append_fsyncs_the_data_before_it_returns(tmp_path):
     """The real syscalls of a real append: the record's write, then fsync of that descriptor (and of
     the directory, for a new file), all before the caller runs again."""
