@@ -25,9 +25,12 @@ MARKER_NAMES = ("circle", "square", "triangle", "diamond")
 
 
 def line_chart(series: dict[str, list[tuple[int, float]]], n_points: int, *, title: str, desc: str,
-               y_label: str = "full-graph share (%)") -> str:
-    """series: name -> [(x index 1..n_points, value 0..100)]. x ticks are the set numbers of the table below."""
-    w, h, left, right, top, bottom = 860, 300, 56, 290, 20, 44
+               y_label: str = "full-graph share (%)", notes: dict[str, list[str]] | None = None) -> str:
+    """series: name -> [(x index 1..n_points, value 0..100)]. x ticks are the set numbers of the table below.
+    notes: name -> one text per point (in x order), shown as the marker's tooltip (<title>)."""
+    # The legend is as tall as it needs: a line per series, right of the plot.
+    w, left, right, top, bottom = 1000, 56, 430, 20, 44
+    h = max(300, top + 22 * len(series) + 24)
     pw, ph = w - left - right, h - top - bottom
 
     def px(i: int) -> float:
@@ -52,16 +55,20 @@ def line_chart(series: dict[str, list[tuple[int, float]]], n_points: int, *, tit
     for k, (name, pts) in enumerate(sorted(series.items())):
         colour, dash = COLOURS[k % len(COLOURS)], DASHES[k % len(DASHES)]
         pts = sorted(pts)
+        tips = (notes or {}).get(name, [])
+        out.append(f'<g class="line" data-name="{e(name)}">')
         if len(pts) > 1:
             path = " ".join(f"{px(i):.1f},{py(v):.1f}" for i, v in pts)
             out.append(f'<polyline points="{path}" fill="none" stroke="{colour}" stroke-width="2"'
                        + (f' stroke-dasharray="{dash}"' if dash else "") + "/>")
-        for i, v in pts:
+        for n, (i, v) in enumerate(pts):
             dy = -7 if k % 2 == 0 else 15  # alternate above/below so close points stay readable
-            out.append(_marker(k, px(i), py(v), colour)
-                       + f'<text x="{px(i) + 7:.1f}" y="{py(v) + dy:.1f}" font-size="11">{v:.1f}%</text>')
+            tip = f"<title>{e(tips[n])}</title>" if n < len(tips) else ""
+            out.append(f'<g class="point" data-x="{i}">{tip}' + _marker(k, px(i), py(v), colour)
+                       + f'<text x="{px(i) + 7:.1f}" y="{py(v) + dy:.1f}" font-size="11">{v:.1f}%</text></g>')
         ly = top + 14 + 22 * k
         out.append(_marker(k, left + pw + 22, ly - 4, colour)
-                   + f'<text x="{left + pw + 34}" y="{ly}" font-size="12">{e(name)} ({MARKER_NAMES[k % 4]})</text>')
+                   + f'<text class="legend" x="{left + pw + 34}" y="{ly}" font-size="12">{e(name)} '
+                   f"({MARKER_NAMES[k % 4]})</text></g>")
     out.append("</svg>")
     return "".join(out)
