@@ -418,3 +418,33 @@ def test_the_torch_2_15_subset_is_drawn_beside_2_13_on_the_same_runs():
     # Read as a trend, the whole-sample shares would fall from 79.6% to 63.6%; on the same runs they do not.
     assert [round(100 * s.rate, 1) for s in data.shares if s.scenario == "call"] == [79.6, 63.6]
     assert [round(100 * p.rate, 1) for p in sub.points] == [63.6, 63.6]
+
+
+def _readme_site_command() -> list[str]:
+    """README's command that builds the site from the committed results (results/site/ is not in git)."""
+    import shlex
+
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    block = next(b for b in re.findall(r"```console\n(.*?)```", text, re.S) if "enablebot site" in b)
+    return shlex.split(block.replace("\\\n", " "))
+
+
+def test_the_site_builds_from_the_committed_data_with_readmes_command(tmp_path):
+    import glob
+
+    argv = _readme_site_command()
+    assert argv[0].endswith("enablebot") and argv[1] == "site" and argv[-2:] == ["--out", "results/site"]
+    inputs = [p for a in argv[2:-2] for p in sorted(glob.glob(str(ROOT / a)))]
+    assert len(inputs) == len(argv[2:-2]) - 1 + len(glob.glob(str(ROOT / "baselines" / "*.json")))
+    p = cli("site", *inputs, "--out", str(tmp_path / "site"))
+    assert p.returncode == 0, p.stderr
+    summary = json.loads((tmp_path / "site" / "site.json").read_text())
+    assert len(summary["sets"]) == len(inputs) and (tmp_path / "site" / "models" / "llama.html").is_file()
+    # The torch 2.15 baseline (40 types) is on subset lines only, beside 2.13 on the same runs.
+    new = "baseline cpu-dynamo-torch-2.15.0"
+    with_new = [t for t in summary["trends"] if any(pt["set"] == new for pt in t["points"])]
+    assert with_new and all(t["subset_of"] == new for t in with_new)
+    assert all("baseline cpu-dynamo-torch-2.13.0" in {pt["set"] for pt in t["points"]} for t in with_new)
+    # Generated, so not in git: the command above rebuilds it from the data that is.
+    tracked = subprocess.run(["git", "ls-files", "results/site"], cwd=ROOT, capture_output=True, text=True)
+    assert tracked.returncode != 0 or tracked.stdout == "", tracked.stdout[:500]
