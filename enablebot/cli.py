@@ -33,7 +33,8 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def _main(
-    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="print the enablebot, torch and transformers versions and exit"),
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                 help="print the enablebot, torch and transformers versions and exit"),
 ) -> None:
     pass
 
