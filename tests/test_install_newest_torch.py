@@ -3,10 +3,10 @@ newest torch the registry serves keeps it through `pip install <checkout>`, and 
 CLI measures a model with it.
 
 Slow (a multi-GB CUDA build of torch is downloaded: about 17 minutes on 2 loaded cores, 10 when
-the venv already holds the torch): `pytest -m slow tests/test_install_newest_torch.py`. ENABLEBOT_NEW_TORCH_VENV names a venv to create or reuse
-(one that already holds the torch skips its download); ENABLEBOT_NEW_TORCH picks the torch
-(default 2.15.0); ENABLEBOT_INSTALL_RECORD names a JSON file for the measured steps
-(results/install-torch2.15/ holds one).
+the venv already holds the torch): `pytest -m slow tests/test_install_newest_torch.py`.
+ENABLEBOT_NEW_TORCH_VENV names a venv to create or reuse (one that already holds the torch skips
+its download); ENABLEBOT_NEW_TORCH picks the torch (default 2.15.0); ENABLEBOT_INSTALL_RECORD
+names a JSON file for the measured steps (results/install-torch2.15/ holds one).
 """
 
 from __future__ import annotations
