@@ -22,14 +22,19 @@ app = typer.Typer(
 def _version(value: bool) -> None:
     if value:
         from . import __version__
+        from .versions import current
 
-        typer.echo(f"enablebot {__version__}")
+        # The torch and transformers a run would measure with: graph breaks depend on them, and
+        # the package accepts any torch >= 2.11, so the installed one is what a maintainer has.
+        v = current()
+        typer.echo(f"enablebot {__version__}\ntorch {v.torch}\ntransformers {v.transformers}")
         raise typer.Exit()
 
 
 @app.callback()
 def _main(
-    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="print the version and exit"),
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                 help="print the enablebot, torch and transformers versions and exit"),
 ) -> None:
     pass
 

@@ -137,8 +137,16 @@ def test_tables_fold_file_line_instead_of_cutting_it():
 def test_version_and_short_help():
     from enablebot import __version__
 
+    import torch
+    import transformers
+
     p = cli("--version")
-    assert p.returncode == 0 and p.stdout.strip() == f"enablebot {__version__}"
+    # the versions a run measures with, not just the package's own: graph breaks depend on them
+    assert p.returncode == 0 and p.stdout.splitlines() == [
+        f"enablebot {__version__}",
+        f"torch {torch.__version__}",
+        f"transformers {transformers.__version__}",
+    ]
     p = cli("sweep", "-h", env={"COLUMNS": "200"})
     assert p.returncode == 0 and "Usage:" in p.stdout and ".enablebot/" in p.stdout  # default outputs stated
 

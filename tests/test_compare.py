@@ -125,3 +125,26 @@ def test_cli_writes_markdown_and_json_and_refuses_bad_input(tmp_path):
     for bad in (tmp_path / "nowhere", tmp_path / "junk.json"):
         p = subprocess.run(cmd + [str(a), str(bad)], capture_output=True, text=True, cwd=ROOT)
         assert p.returncode == 2 and "error" in p.stderr and "baseline" in p.stderr
+
+
+def test_sets_of_different_sizes_are_compared_on_the_items_both_hold(tmp_path):
+    """A whole sweep (5 models, 3 full graph of 5) against a 2-model subset on a newer torch that
+    changed nothing: the report's share is on the 2 shared items (equal on both sides), and each
+    set's whole-sample share is labelled as a different sample, not as a change."""
+    whole = [_result("llama", "full_graph", "2.13.0+cpu", "5.25.0"),
+             _result("bert", "full_graph", "2.13.0+cpu", "5.25.0"),
+             _result("mixtral", "full_graph", "2.13.0+cpu", "5.25.0"),
+             _result("jetmoe", "graph_break", "2.13.0+cpu", "5.25.0", breaks=[GB33]),
+             _result("udop", "graph_break", "2.13.0+cpu", "5.25.0", breaks=[GB36])]
+    subset = [_result("llama", "full_graph", "2.15.0", "5.25.0"),
+              _result("jetmoe", "graph_break", "2.15.0", "5.25.0", breaks=[GB33])]
+    rep = compare_paths(_sweep(tmp_path, "whole", whole), _sweep(tmp_path, "subset", subset))
+    assert (rep.compared, rep.unchanged, len(rep.only_in_a), len(rep.only_in_b)) == (2, 2, 3, 0)
+    assert (rep.common_a.full_graph, rep.common_a.compiled) == (rep.common_b.full_graph, rep.common_b.compiled) == (1, 2)
+    assert (rep.all_a.full_graph, rep.all_a.compiled, rep.all_a.items) == (3, 5, 5)
+    md = rep.markdown()
+    assert "- Full graph on the 2 items both hold: A 50.0% (1 of 2 compiled) -> B 50.0% (1 of 2 compiled)" in md
+    assert "different samples, not a trend): A 60.0% (3 of 5 compiled) of 5 items; B 50.0%" in md
+    assert any("3 only in A, 0 only in B" in n and "on the 2 items both hold" in n for n in rep.notes)
+    again = type(rep).from_dict(json.loads(json.dumps(rep.to_dict())))  # the JSON keeps the shares
+    assert again.common_b.full_graph == 1 and again.all_a.items == 5

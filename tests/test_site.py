@@ -332,3 +332,119 @@ def test_an_architecture_an_earlier_set_of_another_series_ran_is_not_new(tmp_pat
     assert "distilbert" in {a.model for a in build(cpu).new_archs}
     with_cuda = build(cpu + [ROOT / "results" / "gpu" / "cuda-inductor-tiny"])
     assert "distilbert" not in {a.model for a in with_cuda.new_archs}
+
+
+# ---- trend lines compare like with like ------------------------------------------------------------
+TREND_WHOLE = ("llama", "gpt2", "bert", "t5", "mixtral", "qwen2_moe", "phi3", "falcon", "jetmoe", "aya_vision")
+TREND_SUBSET = ("llama", "jetmoe", "aya_vision")
+
+
+def _call_runs(src: Path, models) -> list[dict]:
+    return _lines(src, lambda d: d["spec"]["model_id"] in models and d["spec"].get("scenario", "call") == "call")
+
+
+def _share(lines: list[dict], keys: set) -> tuple[int, int]:
+    on = [d for d in lines if RunResult.from_dict(d).key in keys]
+    return sum(d["verdict"] == "full_graph" for d in on), sum(d["verdict"] in ("full_graph", "graph_break") for d in on)
+
+
+@pytest.fixture(scope="module")
+def trend_site(tmp_path_factory):
+    """Two overlapping result sets of different sizes, as the torch 2.13 baseline and the 2.15
+    subset: the whole sweep (10 models, torch 2.11) and a 3-model subset of it on torch 2.13,
+    whose models break more often than the whole sample's."""
+    tmp = tmp_path_factory.mktemp("trend")
+    whole = _call_runs(ROOT / "results" / "cpu-dynamo-torch2.11", TREND_WHOLE)
+    subset = _call_runs(ROOT / "results" / "cpu-dynamo", TREND_SUBSET)
+    _write(tmp / "whole", whole)
+    _write(tmp / "subset", subset)
+    p = cli("site", str(tmp / "subset"), str(tmp / "whole"), "--out", str(tmp / "out"))
+    assert p.returncode == 0, p.stderr
+    return tmp / "out", whole, subset
+
+
+def test_trend_chart_joins_only_shares_on_the_same_runs_in_chromium(trend_site, browser):
+    from selenium.webdriver.common.by import By
+
+    out, whole, subset = trend_site
+    shared = {RunResult.from_dict(d).key for d in whole} & {RunResult.from_dict(d).key for d in subset}
+    assert len(whole) == 40 and len(subset) == len(shared) == 12
+    d = browser
+    d.get((out / "index.html").as_uri())
+    # The chart's description lists each line's points: the whole sample's 80.0% is never joined
+    # to the subset's 33.3% (a fall that is only a change of sample).
+    desc = d.find_element(By.CSS_SELECTOR, "svg.chart desc").get_attribute("textContent")
+    assert "set #1 80.0%, set #2" not in desc, desc
+    lines = {}
+    for g in d.find_elements(By.CSS_SELECTOR, "svg.chart g.line"):
+        points = [(int(p.get_attribute("data-x")), p.find_element(By.TAG_NAME, "text").text,
+                   p.find_element(By.TAG_NAME, "title").get_attribute("textContent"))
+                  for p in g.find_elements(By.CSS_SELECTOR, "g.point")]
+        lines[g.find_element(By.CSS_SELECTOR, "text.legend").text] = points
+    # Set #1 is the whole torch 2.11 sweep, #2 the torch 2.13 subset (version order).
+    fg, compiled = _share(whole, shared)
+    fg2, compiled2 = _share(subset, shared)
+    on_shared = f"{100 * fg / compiled:.1f}%"
+    assert (fg, compiled, fg2, compiled2) == (4, 12, 4, 12)  # the subset breaks as often on both versions
+    assert lines == {
+        "cpu dynamo: 40 runs (circle)": [(1, "80.0%", "#1 whole: 80.0% (32 of 40 compiled, on the line's 40 runs; "
+                                                      "the set has 40)")],
+        "cpu dynamo: subset, the 12 runs of #2 (square)": [
+            (1, on_shared, f"#1 whole: {on_shared} ({fg} of {compiled} compiled, on the line's 12 runs; the set has 40)"),
+            (2, on_shared, f"#2 subset: {on_shared} ({fg2} of {compiled2} compiled, on the line's 12 runs; the set has 12)")],
+    }
+    # The per-set table still lists each set on all its runs; the chart's lines are tabled beside it.
+    shares = [r.text for r in d.find_elements(By.CSS_SELECTOR, "#shares tbody tr")]
+    assert any("whole" in r and "80.0%" in r for r in shares) and any("subset" in r and "33.3%" in r for r in shares)
+    assert len(d.find_elements(By.CSS_SELECTOR, "#trend-lines tbody tr")) == 3
+    assert d.get_log("browser") == []
+
+
+def test_the_torch_2_15_subset_is_drawn_beside_2_13_on_the_same_runs():
+    """The committed baselines: 2.15 holds 40 types (154 call runs), 2.13 the whole pass. The 2.15
+    share is only ever joined to the 2.13 share on the runs 2.15 holds."""
+    from enablebot.site.trend import trend_lines
+
+    data = build([ROOT / "baselines" / "cpu-dynamo-torch-2.13.0.json", ROOT / "baselines" / "cpu-dynamo-torch-2.15.0.json"])
+    new, old = (next(s for s in data.sets if s.torch == v) for v in ("2.15.0", "2.13.0"))
+    lines = [ln for ln in trend_lines(data.sets) if ln.scenario == "call"]
+    main, sub = lines
+    assert [p.set_label for p in main.points] == [old.label] and main.runs == 2212
+    assert sub.subset_of == new.label and [p.set_label for p in sub.points] == [old.label, new.label]
+    keys = {r.key for r in new.rows if r.scenario == "call"} & {r.key for r in old.rows}
+    assert sub.runs == len(keys) == 154 and all(p.runs == 154 for p in sub.points)
+    old_rows = {r.key: r for r in old.rows}
+    assert sub.points[0].full_graph == sum(old_rows[k].verdict == "full_graph" for k in keys)
+    # Read as a trend, the whole-sample shares would fall from 79.6% to 63.6%; on the same runs they do not.
+    assert [round(100 * s.rate, 1) for s in data.shares if s.scenario == "call"] == [79.6, 63.6]
+    assert [round(100 * p.rate, 1) for p in sub.points] == [63.6, 63.6]
+
+
+def _readme_site_command() -> list[str]:
+    """README's command that builds the site from the committed results (results/site/ is not in git)."""
+    import shlex
+
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    block = next(b for b in re.findall(r"```console\n(.*?)```", text, re.S) if "enablebot site" in b)
+    return shlex.split(block.replace("\\\n", " "))
+
+
+def test_the_site_builds_from_the_committed_data_with_readmes_command(tmp_path):
+    import glob
+
+    argv = _readme_site_command()
+    assert argv[0].endswith("enablebot") and argv[1] == "site" and argv[-2:] == ["--out", "results/site"]
+    inputs = [p for a in argv[2:-2] for p in sorted(glob.glob(str(ROOT / a)))]
+    assert len(inputs) == len(argv[2:-2]) - 1 + len(glob.glob(str(ROOT / "baselines" / "*.json")))
+    p = cli("site", *inputs, "--out", str(tmp_path / "site"))
+    assert p.returncode == 0, p.stderr
+    summary = json.loads((tmp_path / "site" / "site.json").read_text())
+    assert len(summary["sets"]) == len(inputs) and (tmp_path / "site" / "models" / "llama.html").is_file()
+    # The torch 2.15 baseline (40 types) is on subset lines only, beside 2.13 on the same runs.
+    new = "baseline cpu-dynamo-torch-2.15.0"
+    with_new = [t for t in summary["trends"] if any(pt["set"] == new for pt in t["points"])]
+    assert with_new and all(t["subset_of"] == new for t in with_new)
+    assert all("baseline cpu-dynamo-torch-2.13.0" in {pt["set"] for pt in t["points"]} for t in with_new)
+    # Generated, so not in git: the command above rebuilds it from the data that is.
+    tracked = subprocess.run(["git", "ls-files", "results/site"], cwd=ROOT, capture_output=True, text=True)
+    assert tracked.returncode != 0 or tracked.stdout == "", tracked.stdout[:500]

@@ -22,6 +22,7 @@ from ..results import OK_VERDICTS, RunResult
 from ..sweep.triage import Cluster, cluster_breaks, location
 from ..versions import release_key
 from .links import public_version
+from .trend import trend_lines
 
 PASS_NAMES = {"eager": "dynamo", "inductor": "inductor"}
 
@@ -194,6 +195,7 @@ class SiteData:
     clusters: list[ClusterView] = field(default_factory=list)
     bundles: list[BundleView] = field(default_factory=list)
     version_changes: list[VersionChange] = field(default_factory=list)
+    trends: list[Any] = field(default_factory=list)  # trend.TrendLine: the chart's lines, on shared runs
     compare: Any = None
     compare_source: str = ""
 
@@ -555,6 +557,7 @@ def build(paths: list[Path], *, registry: Any | None = None, fixes: Path | None 
     data = SiteData(sets=sets, notes=notes,
                     generated_at=(now or datetime.now(timezone.utc)).replace(microsecond=0).isoformat())
     data.shares = shares(sets)
+    data.trends = trend_lines(sets)
     data.new_breaks = new_breaks(sets)
     data.version_changes = version_changes(sets)
     data.new_archs = new_architectures(sets, registry)

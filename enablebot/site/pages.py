@@ -108,7 +108,6 @@ def overview(data: SiteData) -> str:
 def _shares_section(data: SiteData) -> str:
     index = {s.label: i + 1 for i, s in enumerate(data.sets)}
     rows = []
-    series: dict[str, list[tuple[int, float]]] = defaultdict(list)
     for sh in data.shares:
         rate = sh.rate
         bar = (f'<span class="bar" aria-hidden="true"><span style="width:{100 * rate:.1f}%"></span></span>'
@@ -119,20 +118,44 @@ def _shares_section(data: SiteData) -> str:
                     f'<td data-sort="{sh.full_graph}">{sh.full_graph} of {sh.compiled}</td>'
                     f'<td data-sort="{rate if rate is not None else ""}">{bar} {_pct(sh.full_graph, sh.compiled)}</td>'
                     f"<td>{sh.total}</td></tr>")
-        if rate is not None:
-            name = f"{sh.series}" + (f" · {sh.scenario}" if sh.scenario != "call" else "")
-            series[name].append((index[sh.set_label], 100 * rate))
-    chart = svg.line_chart(series, len(data.sets), title="Full-graph share per result set",
-                           desc="Share of compiled runs that captured one graph, per device and pass, for each result "
-                                "set in version and time order: " + "; ".join(
+    # The chart draws trend lines, not these rows: a line joins shares computed on one set of runs.
+    series: dict[str, list[tuple[int, float]]] = {}
+    notes: dict[str, list[str]] = {}
+    line_rows = []
+    for line in data.trends:
+        name = line.name(index)
+        pts = [(index[p.set_label], p) for p in line.points if p.rate is not None]
+        series[name] = [(i, 100 * p.rate) for i, p in pts]
+        notes[name] = [f"#{i} {p.set_label}: {100 * p.rate:.1f}% ({p.full_graph} of {p.compiled} compiled, "
+                       f"on the line's {p.runs:,} runs; the set has {p.set_runs:,})" for i, p in sorted(pts)]
+        for i, p in sorted(pts):
+            line_rows.append(f"<tr><td>{e(name)}</td><td>#{i}</td><td>{e(p.set_label)}</td>"
+                             f'<td data-sort="{p.full_graph}">{p.full_graph} of {p.compiled}</td>'
+                             f'<td data-sort="{p.rate}">{_pct(p.full_graph, p.compiled)}</td>'
+                             f"<td>{p.runs}</td><td>{p.set_runs}</td></tr>")
+    chart = svg.line_chart(series, len(data.sets), title="Full-graph share per result set, on shared runs",
+                           notes=notes,
+                           desc="Share of compiled runs that captured one graph, for each result set in version and "
+                                "time order; each line joins shares computed on the same runs: " + "; ".join(
                                     f"{n}: " + ", ".join(f"set #{i} {v:.1f}%" for i, v in sorted(p)) for n, p in sorted(series.items())))
     return ("<h2>Full-graph share and trend</h2>"
             "<p>Full-graph share: runs that compiled as one graph, out of the runs that compiled "
             "(<code>full_graph</code> + <code>graph_break</code>). Result sets are in version order, "
-            "then by start time; each line is one device and pass.</p>" + chart
+            "then by start time. A share depends on which runs a set holds, so each line of the chart is "
+            "one device, pass and scenario on <strong>one set of runs</strong>: every point is its set's "
+            "share on the runs all sets of that line hold. A set with a much smaller sample (a subset of "
+            "the architectures) gets a labelled subset line, on which the sets that hold its runs are "
+            "measured too. The first table lists each set on all its own runs: rows with different run "
+            "counts are different samples, not a trend.</p>" + chart
             + table([("#", "num"), ("result set", "text"), ("device", "text"), ("pass", "text"), ("scenario", "text"),
                      ("torch", "text"), ("transformers", "text"), ("full graph", "num"), ("share", "num"), ("runs", "num")],
-                    rows, caption="Full-graph share per result set, device and scenario", sortable=True, table_id="shares"))
+                    rows, caption="Each result set on all its runs, per device and scenario", sortable=True,
+                    table_id="shares")
+            + _collapsed(f"The chart's {len(data.trends)} lines, point by point", table(
+                [("line", "text"), ("#", "num"), ("result set", "text"), ("full graph", "num"), ("share", "num"),
+                 ("line's runs", "num"), ("set's runs", "num")], line_rows,
+                caption="Trend lines: every point on a line is computed on the line's runs", sortable=True,
+                table_id="trend-lines"), len(line_rows), limit=0))
 
 
 def _versions_section(data: SiteData) -> str:

@@ -23,6 +23,10 @@ def summary(data: SiteData) -> dict:
         "shares": [{"set": x.set_label, "device": x.device, "scenario": x.scenario, "full_graph": x.full_graph,
                     "compiled": x.compiled, "runs": x.total, "share": round(x.rate, 4) if x.rate is not None else None}
                    for x in data.shares],
+        "trends": [{"line": t.name({s.label: i + 1 for i, s in enumerate(data.sets)}), "series": t.series,
+                    "device": t.device, "scenario": t.scenario, "runs": t.runs, "subset_of": t.subset_of,
+                    "points": [{"set": p.set_label, "full_graph": p.full_graph, "compiled": p.compiled,
+                                "set_runs": p.set_runs} for p in t.points]} for t in data.trends],
         "version_changes": [{"before": v.before.label, "after": v.after.label, "common": v.common,
                              "before_full_graph": v.before_full_graph, "after_full_graph": v.after_full_graph,
                              "compiled_both": v.compiled_both,

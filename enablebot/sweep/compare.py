@@ -95,6 +95,23 @@ class ItemDiff(Serializable):
 
 
 @dataclass
+class ShareCount(Serializable):
+    """Full-graph share of one set on some items: full_graph out of compiled (full_graph + graph_break)."""
+
+    items: int = 0
+    full_graph: int = 0
+    compiled: int = 0
+
+    @property
+    def rate(self) -> float | None:
+        return self.full_graph / self.compiled if self.compiled else None
+
+    def text(self) -> str:
+        pct = f"{100 * self.rate:.1f}%" if self.rate is not None else "-"
+        return f"{pct} ({self.full_graph} of {self.compiled} compiled)"
+
+
+@dataclass
 class CompareReport(Serializable):
     a: str
     b: str
@@ -108,6 +125,12 @@ class CompareReport(Serializable):
     counts: dict[str, dict[str, int]] = field(default_factory=dict)  # kind -> attribution -> items
     notes: list[str] = field(default_factory=list)
     break_names: dict[str, str] = field(default_factory=dict)  # GBxxxx -> gb_type of the ids in `diffs`
+    # Full-graph share of each side on the items both hold (the comparison), and on all its own items
+    # (a different sample whenever only_in_a or only_in_b is not empty: not to be read as a change).
+    common_a: ShareCount = field(default_factory=ShareCount)
+    common_b: ShareCount = field(default_factory=ShareCount)
+    all_a: ShareCount = field(default_factory=ShareCount)
+    all_b: ShareCount = field(default_factory=ShareCount)
 
     def markdown(self) -> str:
         return render_markdown(self)
@@ -262,6 +285,11 @@ def diff_outcomes(before: Outcome, after: Outcome) -> list[Change]:
     return out
 
 
+def share(outcomes: dict[str, Outcome], keys) -> ShareCount:
+    on = [outcomes[k] for k in keys]
+    return ShareCount(len(on), sum(o.verdict == "full_graph" for o in on), sum(o.verdict in OK_VERDICTS for o in on))
+
+
 def compare_sets(a: ResultSet, b: ResultSet) -> CompareReport:
     rep = CompareReport(a=a.label, b=b.label, versions_a=[list(v) for v in a.versions()],
                         versions_b=[list(v) for v in b.versions()])
@@ -285,6 +313,12 @@ def compare_sets(a: ResultSet, b: ResultSet) -> CompareReport:
         for c in changes:
             counts[c.kind][d.attribution] += 1
     rep.counts = {k: dict(v) for k, v in counts.items() if v}
+    rep.common_a, rep.common_b = share(a.outcomes, common), share(b.outcomes, common)
+    rep.all_a, rep.all_b = share(a.outcomes, a.outcomes), share(b.outcomes, b.outcomes)
+    if common and (rep.only_in_a or rep.only_in_b):
+        rep.notes.append(f"A and B hold different items ({len(rep.only_in_a)} only in A, {len(rep.only_in_b)} only "
+                         f"in B): every change and share here is on the {len(common)} items both hold. Each set's "
+                         "share on all its own items is a different sample, not a change.")
     if a.kind == "baseline" or b.kind == "baseline":
         rep.notes.append("A baseline holds verdicts and break counts only: break types and error texts are "
                          "compared where both sides are sweeps.")
@@ -316,7 +350,14 @@ def render_markdown(rep: CompareReport, max_rows: int = 400) -> str:
     lines = [f"# Comparison: `{rep.a}` -> `{rep.b}`", "",
              f"- A: {_versions_text(rep.versions_a)}", f"- B: {_versions_text(rep.versions_b)}",
              f"- {rep.compared} items in both, {rep.unchanged} unchanged, {len(rep.diffs)} changed; "
-             f"{len(rep.only_in_a)} only in A, {len(rep.only_in_b)} only in B", ""]
+             f"{len(rep.only_in_a)} only in A, {len(rep.only_in_b)} only in B"]
+    if rep.compared:
+        lines.append(f"- Full graph on the {rep.compared} items both hold: A {rep.common_a.text()} -> "
+                     f"B {rep.common_b.text()}")
+    if rep.only_in_a or rep.only_in_b:
+        lines.append(f"- Each set on all its own items (different samples, not a trend): A {rep.all_a.text()} of "
+                     f"{rep.all_a.items} items; B {rep.all_b.text()} of {rep.all_b.items} items")
+    lines.append("")
     lines += [f"> {n}" for n in rep.notes] + ([""] if rep.notes else [])
     if rep.counts:
         lines += ["| change | " + " | ".join(ATTRIBUTIONS) + " | total |", "|---" * (len(ATTRIBUTIONS) + 2) + "|"]
