@@ -97,7 +97,7 @@ def _recheck_files(key: str, patch: str, recorded: dict[str, dict[str, str]]) ->
     from unidiff import PatchSet
 
     from .overlay import PatchApplyError, apply_hunks, locate
-    from .patchguard import strip_prefix
+    from .diffparse import strip_prefix
 
     for pf in PatchSet(patch):
         path = strip_prefix(pf.target_file)

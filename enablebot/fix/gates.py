@@ -12,6 +12,9 @@ own `check_graph_breaks.py` gates on calls captured and fallbacks to eager as we
   import_effects     a patched module does no work at import time (top-level statements other
                      than definitions, imports and constant assignments);
   state_writes       patched model code stores no new state while running (cached outputs);
+  compile_guards     the patch makes nothing but logging run only in eager behind an
+                     is-compiling check (skipping work under compile removes a break by not
+                     doing the work);
   samples_speed      architectures sharing the patched file are not slower (when timed);
   per_step           for multi-step scenarios (decode): every step keeps its graphs, gains no
                      break and keeps its numerics.
@@ -26,6 +29,9 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from ..results import RunResult, Serializable, Timing
+from . import diffparse
+from .diffparse import DiffParseError
+from .pyspan import dotted, final_name, parents, segment, touches, walk_own
 
 # A real fix may drop a few ops (a data-dependent index replaced by a dense mask), but not a
 # fifth of what was captured: disabling one layer of a tiny model already drops more.
@@ -86,20 +92,23 @@ _HATCHES = (
 
 
 def added_lines(diff: str) -> dict[str, list[str]]:
-    """Added lines per upstream file of a unified diff."""
-    out: dict[str, list[str]] = {}
-    current = None
-    for ln in diff.splitlines():
-        if ln.startswith("+++ "):
-            path = ln[4:].split("\t")[0].strip()
-            current = path[2:] if path[:2] in ("a/", "b/") else path
-            out.setdefault(current, [])
-        elif ln.startswith("+") and current is not None:
-            out[current].append(ln[1:])
-    return out
+    """Added lines per upstream file: the guard's own parse (`diffparse`), never a second one.
+    Raises DiffParseError for a diff that does not parse."""
+    return diffparse.added_lines(diff)
+
+
+def _unparsed(name: str, diff: str) -> Gate | None:
+    """A failing gate for a diff that does not parse (nothing in it can be judged), else None."""
+    try:
+        diffparse.parse(diff)
+    except DiffParseError as e:
+        return Gate(name, False, f"the diff cannot be judged: {e}")
+    return None
 
 
 def escape_hatches(diff: str) -> Gate:
+    if (bad := _unparsed("escape_hatches", diff)) is not None:
+        return bad
     found = []
     for path, lines in added_lines(diff).items():
         for ln in lines:
@@ -132,6 +141,8 @@ def _harmless_top_level(stmt: ast.stmt) -> bool:
 
 def import_effects(diff: str) -> Gate:
     """Added top-level statements that run at import time (other than defs, imports, constants)."""
+    if (bad := _unparsed("import_effects", diff)) is not None:
+        return bad
     found = []
     for path, lines in added_lines(diff).items():
         block: list[str] = []
@@ -210,9 +221,187 @@ def state_writes(files: Sequence[tuple[str, str, str]]) -> Gate:
     return Gate("state_writes", not found, "; ".join(found[:3]) or "no new state written while running")
 
 
+# --- is-compiling guards ------------------------------------------------------------------
+
+# Calls that are true while Dynamo traces (and false in eager).
+COMPILE_CHECKS = frozenset(("is_compiling", "is_dynamo_compiling", "is_torchdynamo_compiling"))
+# What an is-compiling guard may skip: logging, the upstream pattern (`if not
+# is_torchdynamo_compiling(): logger.warning_once(...)`): it cannot change what a run returns.
+LOG_ROOTS = frozenset(("logger", "logging"))
+LOG_METHODS = frozenset(("debug", "info", "info_once", "warning", "warning_once", "warning_advice", "warn", "error",
+                         "exception", "critical", "fatal", "log"))
+WARN_CALLS = frozenset(("warnings.warn", "warnings.warn_explicit"))
+_EXITS = (ast.Return, ast.Continue, ast.Break)
+
+
+def compile_guards(diff: str, files: Sequence[tuple[str, str, str]]) -> Gate:
+    """Code the patch makes run only in eager, behind an is-compiling check: the branch an
+    `if torch.compiler.is_compiling()` / `if not is_torchdynamo_compiling()` keeps from the
+    compiled run, and the rest of the function after a compile-only `return`. Only logging
+    (`logger.*`, `logging.*`, `warnings.warn`), `pass` and `raise` may be skipped: logging
+    changes no value; a `raise` in eager only (data-dependent input validation, as upstream
+    does) ends a bad run and changes no value a good run returns. Anything else (an
+    assignment, a tensor op, a `return` of a value) is computation the compiled model skips:
+    the break is gone because the work is. A new guard is judged whole; in an existing one,
+    only what the patch adds. `files`: (upstream path, original, patched)."""
+    try:
+        added = {f.path: f.added_numbers for f in diffparse.parse(diff)}
+    except DiffParseError as e:
+        return Gate("compile_guards", False, f"the diff cannot be judged: {e}")
+    found: list[str] = []
+    for path, _original, patched in files:
+        if added.get(path):
+            found.extend(_guard_findings(path, patched, added[path]))
+    return Gate("compile_guards", not found, "; ".join(found[:3]) or "no computation skipped under compile")
+
+
+def _guard_findings(path: str, text: str, added: frozenset[int]) -> list[str]:
+    try:
+        tree = ast.parse(text)
+    except SyntaxError as e:
+        return [f"{path}: the patched file does not parse ({e.msg} at line {e.lineno})"]
+    parent = parents(tree)
+    name = path.rsplit("/", 1)[-1]
+    out: list[str] = []
+
+    def skipped(guard: ast.AST, what: ast.AST) -> None:
+        out.append(f"{name}:{what.lineno}: `{segment(text, guard, 60)}` keeps `{segment(text, what, 80)}` from the "
+                   "compiled run (an is-compiling guard may skip only logging, `pass` or `raise`)")
+
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.If, ast.While, ast.IfExp)) and _has_check(node.test):
+            new = touches(node.test, added)
+            body_mode, else_mode = _polarity(node.test)
+            if isinstance(node, ast.IfExp):
+                for expr, mode in ((node.body, body_mode), (node.orelse, else_mode)):
+                    if mode in ("eager", "unknown") and (new or touches(expr, added)) and not _plain_value(expr):
+                        skipped(node, expr)
+                continue
+            for block, mode in ((node.body, body_mode), (node.orelse, else_mode)):
+                if mode in ("eager", "unknown"):
+                    for stmt in _not_logging(block, None if new else added):
+                        skipped(node.test, stmt)
+                if mode in ("compile", "unknown"):
+                    exits = [n for st in block for n in (st, *walk_own(st)) if isinstance(n, _EXITS)]
+                    if exits and (new or any(touches(x, added) for x in exits)):
+                        for stmt in _not_logging(_after(node, parent), None):
+                            skipped(node.test, stmt)
+        elif isinstance(node, (ast.Name, ast.Attribute)) and final_name(node) in COMPILE_CHECKS \
+                and touches(node, added) and not _in_test(node, parent):
+            out.append(f"{name}:{node.lineno}: `{segment(text, node, 60)}` is used outside an `if` test; call it in "
+                       "the test itself so the verifier can see which branch runs only in eager")
+    return out
+
+
+def _is_check(node: ast.AST) -> bool:
+    return isinstance(node, ast.Call) and final_name(node.func) in COMPILE_CHECKS
+
+
+def _has_check(test: ast.AST) -> bool:
+    return any(_is_check(n) for n in ast.walk(test))
+
+
+_SWAP = {"compile": "eager", "eager": "compile", "both": "both", "unknown": "unknown"}
+
+
+def _polarity(test: ast.AST) -> tuple[str, str]:
+    """(when the body runs, when the else runs): "compile" (only while compiling), "eager"
+    (only in eager), "both", or "unknown" (a check the gate cannot read: treated as eager)."""
+    if _is_check(test):
+        return "compile", "eager"
+    if not _has_check(test):
+        return "both", "both"
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        body, other = _polarity(test.operand)
+        return _SWAP[body], _SWAP[other]
+    if isinstance(test, ast.BoolOp):
+        pols = [_polarity(v) for v in test.values]
+        # `and`: the body needs every operand true; `or`: the else needs every operand false.
+        sure = [p[0] for p in pols] if isinstance(test.op, ast.And) else [p[1] for p in pols]
+        rest = [p[1] for p in pols] if isinstance(test.op, ast.And) else [p[0] for p in pols]
+        one = "eager" if "eager" in sure else "compile" if "compile" in sure else \
+            "unknown" if "unknown" in sure else "both"
+        other = "unknown" if "unknown" in rest else "both"
+        return (one, other) if isinstance(test.op, ast.And) else (other, one)
+    return "unknown", "unknown"
+
+
+def _not_logging(stmts: Sequence[ast.stmt], only: frozenset[int] | None) -> list[ast.stmt]:
+    """The statements of an eager-only block other than logging, `pass`, `raise` and an `if`
+    around those (all of them, or only those touching the lines `only`)."""
+    out: list[ast.stmt] = []
+    for stmt in stmts:
+        if only is not None and not touches(stmt, only):
+            continue
+        if isinstance(stmt, ast.Pass) or (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant)):
+            continue
+        if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) and _is_logging(stmt.value) \
+                and _pure(stmt.value):
+            continue
+        if isinstance(stmt, ast.Raise) and _pure(stmt):
+            continue
+        if isinstance(stmt, ast.If) and _pure(stmt.test):
+            out.extend(_not_logging(stmt.body + stmt.orelse, only))
+            continue
+        out.append(stmt)
+    return out
+
+
+def _is_logging(call: ast.Call) -> bool:
+    name = dotted(call.func) or ""
+    root, _, method = name.partition(".")
+    return (root in LOG_ROOTS and method in LOG_METHODS) or name in WARN_CALLS
+
+
+def _pure(node: ast.AST) -> bool:
+    """No assignment expression, no in-place method (`x.add_(1)`), no generator step: what a
+    logging call's arguments or a `raise` evaluate cannot change a value the run returns."""
+    for n in ast.walk(node):
+        if isinstance(n, (ast.NamedExpr, ast.Yield, ast.YieldFrom, ast.Await)):
+            return False
+        if isinstance(n, ast.Call):
+            fn = final_name(n.func) or ""
+            if (fn.endswith("_") and not fn.endswith("__")) or fn in ("setattr", "delattr", "exec", "eval"):
+                return False
+    return True
+
+
+def _plain_value(expr: ast.AST) -> bool:
+    """An eager-only expression that computes nothing: a constant, a name, an attribute."""
+    return isinstance(expr, ast.Constant) or dotted(expr) is not None
+
+
+def _after(node: ast.AST, parent: dict[ast.AST, ast.AST]) -> list[ast.stmt]:
+    """The statements that run after `node` up to the end of its function: what a `return`
+    inside `node` keeps from running."""
+    out: list[ast.stmt] = []
+    cur = node
+    while cur in parent and not isinstance(cur, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.Module)):
+        p = parent[cur]
+        for field in ("body", "orelse", "finalbody"):
+            block = getattr(p, field, None)
+            if isinstance(block, list) and cur in block:
+                out.extend(block[block.index(cur) + 1:])
+        cur = p
+    return out
+
+
+def _in_test(node: ast.AST, parent: dict[ast.AST, ast.AST]) -> bool:
+    """Whether a check is the function of a call inside an `if` / `while` / conditional test."""
+    call = parent.get(node)
+    if not (isinstance(call, ast.Call) and call.func is node):
+        return False
+    child, p = call, parent.get(call)
+    while p is not None and not isinstance(p, ast.stmt):
+        if isinstance(p, ast.IfExp) and child is p.test:
+            return True
+        child, p = p, parent.get(p)
+    return isinstance(p, (ast.If, ast.While)) and child is p.test
+
+
 def static(diff: str, files: Sequence[tuple[str, str, str]]) -> list[Gate]:
     """The gates that need no run: over the diff and the (upstream, original, patched) texts."""
-    return [escape_hatches(diff), import_effects(diff), state_writes(files)]
+    return [escape_hatches(diff), import_effects(diff), state_writes(files), compile_guards(diff, files)]
 
 
 # --- other architectures, multi-step scenarios ----------------------------------------------

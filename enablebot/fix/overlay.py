@@ -117,7 +117,7 @@ def build_overlay(diff: str, overlay_dir: str | Path) -> Overlay:
     """Apply `diff` (already checked by patchguard) to copies under `overlay_dir`."""
     from unidiff import PatchSet
 
-    from .patchguard import strip_prefix
+    from .diffparse import strip_prefix
 
     root = Path(overlay_dir)
     root.mkdir(parents=True, exist_ok=True)
