@@ -280,6 +280,26 @@ def test_plus_plus_added_line_is_an_added_line_not_a_file_header():
     assert not gates.import_effects(diff).passed
 
 
+@pytest.mark.parametrize("old, new", [
+    # a hatch split over two lines: no added line holds `compiler.disable`
+    ("        out = torch.zeros_like(hidden_states)\n",
+     "        out = torch.zeros_like(hidden_states)\n        self.experts[0].forward = (torch.compiler\n"
+     "            .disable(self.experts[0].forward))\n"),
+    # an entry added inside an existing skip list: the added line never names SKIP_DIRS
+    ('SKIP_DIRS = [\n    "torch/",\n]\n', 'SKIP_DIRS = [\n    "torch/",\n    "transformers/models/",\n]\n'),
+])
+def test_escape_hatch_is_found_in_the_statement_an_added_line_belongs_to(old, new):
+    original = GUARDED + 'SKIP_DIRS = [\n    "torch/",\n]\n'
+    g = _static(old, new, original)["escape_hatches"]
+    assert not g.passed, g.detail
+
+
+def test_a_statement_mentioning_a_hatch_in_a_comment_is_not_one():
+    g = _static(PAD, "            hidden_states = torch.nn.functional.pad(  # torch.compiler.disable not needed\n"
+                     "                hidden_states, (0, padding_len))\n")["escape_hatches"]
+    assert g.passed, g.detail
+
+
 def test_a_diff_that_does_not_parse_fails_the_diff_gates():
     bad = f"--- a/{SW}\n+++ b/{SW}\n@@ -10,1 +10,1 @@\n-a\n+b\n+torch._dynamo.config.suppress_errors = True\n"
     for gate in (gates.escape_hatches(bad), gates.import_effects(bad), gates.compile_guards(bad, [])):
@@ -313,15 +333,19 @@ class Experts(nn.Module):
 '''
 
 
-def _guarded(old: str, new: str, original: str = GUARDED) -> gates.Gate:
-    """compile_guards over a real unified diff (difflib) of `original` with `old` -> `new`."""
+def _static(old: str, new: str, original: str = GUARDED) -> dict[str, gates.Gate]:
+    """The static gates over a real unified diff (difflib) of `original` with `old` -> `new`."""
     import difflib
 
     assert original.count(old) == 1
     patched = original.replace(old, new)
     diff = "".join(difflib.unified_diff(original.splitlines(keepends=True), patched.splitlines(keepends=True),
                                         f"a/{SW}", f"b/{SW}"))
-    return gates.compile_guards(diff, [(SW, original, patched)])
+    return {g.name: g for g in gates.static(diff, [(SW, original, patched)])}
+
+
+def _guarded(old: str, new: str, original: str = GUARDED) -> gates.Gate:
+    return _static(old, new, original)["compile_guards"]
 
 
 PAD = "            hidden_states = torch.nn.functional.pad(hidden_states, (0, padding_len))\n"

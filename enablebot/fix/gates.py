@@ -106,17 +106,63 @@ def _unparsed(name: str, diff: str) -> Gate | None:
     return None
 
 
-def escape_hatches(diff: str) -> Gate:
-    if (bad := _unparsed("escape_hatches", diff)) is not None:
-        return bad
-    found = []
-    for path, lines in added_lines(diff).items():
-        for ln in lines:
-            code = ln.split("#", 1)[0]
+def escape_hatches(diff: str, files: Sequence[tuple[str, str, str]] = ()) -> Gate:
+    """Escape hatches in the added lines and, where the patched texts are given, in each
+    statement an added line belongs to (comments dropped): a hatch split over lines
+    (`torch.compiler` / `.disable(f)`) is one statement, and an entry added inside an existing
+    `SKIP_DIRS = [...]` belongs to that assignment. `files`: (upstream path, original, patched)."""
+    try:
+        parsed = diffparse.parse(diff)
+    except DiffParseError as e:
+        return Gate("escape_hatches", False, f"the diff cannot be judged: {e}")
+    patched = {path: text for path, _original, text in files}
+    found: dict[tuple[str, str], str] = {}
+    for fd in parsed:
+        units = [ln.split("#", 1)[0] for ln in fd.added_texts]
+        if fd.path in patched:
+            units += _statements_of(patched[fd.path], fd.added_numbers)
+        for code in units:
             for rx, what in _HATCHES:
                 if rx.search(code):
-                    found.append(f"{what} in {path}: {ln.strip()[:100]}")
-    return Gate("escape_hatches", not found, "; ".join(found[:3]) or "no compile escape hatch added")
+                    found.setdefault((what, fd.path), f"{what} in {fd.path}: {' '.join(code.split())[:100]}")
+    return Gate("escape_hatches", not found, "; ".join(list(found.values())[:3]) or "no compile escape hatch added")
+
+
+def _statements_of(text: str, added: frozenset[int]) -> list[str]:
+    """The source (unparsed: no comments) of the innermost statement holding each added line;
+    of a compound statement (`if`, `def`, ...) only its header, not the body it holds."""
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return []
+    stmts = [n for n in ast.walk(tree) if isinstance(n, ast.stmt)]
+    out: dict[int, str] = {}
+    for n in sorted(added):
+        holders = [st for st in stmts if _start(st) <= n <= (st.end_lineno or st.lineno)]
+        if not holders:
+            continue
+        st = min(holders, key=lambda x: (x.end_lineno or x.lineno) - _start(x))
+        if id(st) not in out:
+            out[id(st)] = ast.unparse(_header_only(st))
+    return list(out.values())
+
+
+def _start(stmt: ast.stmt) -> int:
+    return min([stmt.lineno] + [d.lineno for d in getattr(stmt, "decorator_list", [])])
+
+
+def _header_only(stmt: ast.stmt) -> ast.stmt:
+    """A copy of a compound statement with its blocks emptied (`pass`)."""
+    import copy
+
+    if not hasattr(stmt, "body"):
+        return stmt
+    head = copy.copy(stmt)
+    head.body = [ast.Pass()]
+    for field in ("orelse", "finalbody", "handlers"):
+        if getattr(head, field, None):
+            setattr(head, field, [] if field != "handlers" else [ast.ExceptHandler(type=None, name=None, body=[ast.Pass()])])
+    return head
 
 
 def _harmless_top_level(stmt: ast.stmt) -> bool:
@@ -401,7 +447,7 @@ def _in_test(node: ast.AST, parent: dict[ast.AST, ast.AST]) -> bool:
 
 def static(diff: str, files: Sequence[tuple[str, str, str]]) -> list[Gate]:
     """The gates that need no run: over the diff and the (upstream, original, patched) texts."""
-    return [escape_hatches(diff), import_effects(diff), state_writes(files), compile_guards(diff, files)]
+    return [escape_hatches(diff, files), import_effects(diff), state_writes(files), compile_guards(diff, files)]
 
 
 # --- other architectures, multi-step scenarios ----------------------------------------------
