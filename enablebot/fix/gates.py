@@ -31,7 +31,7 @@ from typing import Any, Sequence
 from ..results import RunResult, Serializable, Timing
 from . import diffparse
 from .diffparse import DiffParseError
-from .pyspan import dotted, final_name, parents, segment, touches, walk_own
+from .pyspan import dotted, final_name, parents, segment, touched, touches, walk_own
 
 # A real fix may drop a few ops (a data-dependent index replaced by a dense mask), but not a
 # fifth of what was captured: disabling one layer of a tiny model already drops more.
@@ -308,13 +308,14 @@ def _guard_findings(path: str, text: str, added: frozenset[int]) -> list[str]:
         return [f"{path}: the patched file does not parse ({e.msg} at line {e.lineno})"]
     parent = parents(tree)
     name = path.rsplit("/", 1)[-1]
+    model_code = path.startswith("src/")
     out: list[str] = []
 
     def skipped(guard: ast.AST, what: ast.AST) -> None:
         out.append(f"{name}:{what.lineno}: `{segment(text, guard, 60)}` keeps `{segment(text, what, 80)}` from the "
                    "compiled run (an is-compiling guard may skip only logging, `pass` or `raise`)")
 
-    for node in ast.walk(tree):
+    for node in touched(tree, added):  # a guard that matters holds an added line
         if isinstance(node, (ast.If, ast.While, ast.IfExp)) and _has_check(node.test):
             new = touches(node.test, added)
             body_mode, else_mode = _polarity(node.test)
@@ -332,8 +333,9 @@ def _guard_findings(path: str, text: str, added: frozenset[int]) -> list[str]:
                     if exits and (new or any(touches(x, added) for x in exits)):
                         for stmt in _not_logging(_after(node, parent), None):
                             skipped(node.test, stmt)
-        elif isinstance(node, (ast.Name, ast.Attribute)) and final_name(node) in COMPILE_CHECKS \
+        elif model_code and isinstance(node, (ast.Name, ast.Attribute)) and final_name(node) in COMPILE_CHECKS \
                 and touches(node, added) and not _in_test(node, parent):
+            # (model code only: Dynamo's own files name these functions in its tables)
             out.append(f"{name}:{node.lineno}: `{segment(text, node, 60)}` is used outside an `if` test; call it in "
                        "the test itself so the verifier can see which branch runs only in eager")
     return out

@@ -8,7 +8,7 @@ at the nodes whose line span meets an added line.
 from __future__ import annotations
 
 import ast
-from typing import Iterable, Iterator
+from typing import Iterator
 
 
 def touches(node: ast.AST, lines: frozenset[int]) -> bool:
@@ -18,6 +18,27 @@ def touches(node: ast.AST, lines: frozenset[int]) -> bool:
         return False
     end = getattr(node, "end_lineno", None) or start
     return any(start <= n <= end for n in lines)
+
+
+def touched(tree: ast.AST, lines: frozenset[int]) -> Iterator[ast.AST]:
+    """The nodes of `tree` whose span meets `lines`, without walking subtrees that cannot: a
+    child lies within its parent's lines (a decorator counts as part of what it decorates)."""
+    lo, hi = (min(lines), max(lines)) if lines else (0, -1)
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        for child in ast.iter_child_nodes(node):
+            start = getattr(child, "lineno", None)
+            if start is None:  # (arguments, comprehension: no position of their own)
+                stack.append(child)
+                continue
+            start = min([start] + [d.lineno for d in getattr(child, "decorator_list", [])])
+            end = getattr(child, "end_lineno", None) or start
+            if end < lo or start > hi:
+                continue
+            if any(start <= n <= end for n in lines):
+                yield child
+            stack.append(child)
 
 
 def parents(tree: ast.AST) -> dict[ast.AST, ast.AST]:
@@ -81,7 +102,3 @@ def segment(text: str, node: ast.AST, limit: int = 100) -> str:
     src = ast.get_source_segment(text, node) or ""
     src = " ".join(src.split())
     return src if len(src) <= limit else src[: limit - 3] + "..."
-
-
-def first_lines(stmts: Iterable[ast.stmt]) -> list[int]:
-    return [s.lineno for s in stmts]

@@ -23,7 +23,7 @@ from __future__ import annotations
 import ast
 import builtins
 
-from .pyspan import SCOPES, parents, touches
+from .pyspan import SCOPES, parents, touched, touches
 
 SIDE_MODULES = frozenset((
     "os", "sys", "subprocess", "socket", "shutil", "ctypes", "urllib", "http", "requests", "httpx", "pathlib",
@@ -57,9 +57,7 @@ def side_effects(path: str, patched: str, added: frozenset[int]) -> list[str]:
             line = lines[node.lineno - 1].strip()
             found[key] = f"{path}:{node.lineno}: {line[:117] + '...' if len(line) > 120 else line!r} {why}"
 
-    for node in ast.walk(tree):
-        if not touches(node, added):
-            continue
+    for node in touched(tree, added):
         if isinstance(node, ast.Import):
             for alias in node.names:
                 _check_dotted(node, alias.name, flag, imported=True)
