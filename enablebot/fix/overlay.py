@@ -115,16 +115,14 @@ def apply_hunks(original: str, patched_file, upstream: str) -> str:
 
 def build_overlay(diff: str, overlay_dir: str | Path) -> Overlay:
     """Apply `diff` (already checked by patchguard) to copies under `overlay_dir`."""
-    from unidiff import PatchSet
-
-    from .diffparse import strip_prefix
+    from .diffparse import parse
 
     root = Path(overlay_dir)
     root.mkdir(parents=True, exist_ok=True)
     overlay = Overlay()
     diffs: list[str] = []
-    for pf in PatchSet(diff):
-        upstream = strip_prefix(pf.target_file)
+    for fd in parse(diff):  # the guard's own parse: what was judged is what is applied
+        pf, upstream = fd.patched_file, fd.path
         module, installed = locate(upstream)
         original = installed.read_text(encoding="utf-8")
         patched = apply_hunks(original, pf, upstream)
