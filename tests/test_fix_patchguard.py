@@ -214,3 +214,15 @@ def test_without_the_installed_original_the_line_regexes_still_apply():
     assert "(os)" in _rejected(diff)
     with pytest.raises(PatchRejected, match=r"os\."):
         check_patch(diff, POLICY, read_original=lambda path: None)
+
+
+def test_a_hunk_header_that_lies_about_its_position_is_judged_where_the_hunk_lands():
+    """Hunks apply at an offset from their headers (LLMs miscount). A header claiming line 2
+    (the licence comment) for a hunk that lands in SwitchTransformersExperts.forward must not
+    make the judge look at line 2: it judges the lines where the added text actually lands."""
+    diff = (f"--- a/{_SW}\n+++ b/{_SW}\n@@ -2,2 +2,4 @@\n"
+            "         final_hidden_states = torch.zeros_like(hidden_states)\n"
+            "+        (os\n+        .system)('id')\n"
+            "         expert_mask = selected_experts.permute(2, 1, 0)\n")
+    why = _rejected(diff)
+    assert "(os)" in why and f"{_SW}:172:" in why

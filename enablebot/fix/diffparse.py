@@ -9,6 +9,7 @@ line is an added line whatever it starts with.
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass
 
 
@@ -68,3 +69,11 @@ def added_lines(diff: str) -> dict[str, list[str]]:
     for f in parse(diff):
         out.setdefault(f.path, []).extend(f.added_texts)
     return out
+
+
+def added_between(original: str, patched: str) -> frozenset[int]:
+    """Line numbers (1-based) of `patched` that are not matched to a line of `original`:
+    computed from the texts themselves, so a judge holding both never trusts a hunk header."""
+    a, b = original.splitlines(), patched.splitlines()
+    ops = difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes()
+    return frozenset(j + 1 for tag, _i1, _i2, j1, j2 in ops if tag in ("replace", "insert") for j in range(j1, j2))

@@ -115,12 +115,13 @@ def escape_hatches(diff: str, files: Sequence[tuple[str, str, str]] = ()) -> Gat
         parsed = diffparse.parse(diff)
     except DiffParseError as e:
         return Gate("escape_hatches", False, f"the diff cannot be judged: {e}")
-    patched = {path: text for path, _original, text in files}
+    texts = {path: (original, text) for path, original, text in files}
     found: dict[tuple[str, str], str] = {}
     for fd in parsed:
         units = [ln.split("#", 1)[0] for ln in fd.added_texts]
-        if fd.path in patched:
-            units += _statements_of(patched[fd.path], fd.added_numbers)
+        if fd.path in texts:
+            original, patched = texts[fd.path]
+            units += _statements_of(patched, diffparse.added_between(original, patched))
         for code in units:
             for rx, what in _HATCHES:
                 if rx.search(code):
@@ -290,14 +291,14 @@ def compile_guards(diff: str, files: Sequence[tuple[str, str, str]]) -> Gate:
     assignment, a tensor op, a `return` of a value) is computation the compiled model skips:
     the break is gone because the work is. A new guard is judged whole; in an existing one,
     only what the patch adds. `files`: (upstream path, original, patched)."""
-    try:
-        added = {f.path: f.added_numbers for f in diffparse.parse(diff)}
-    except DiffParseError as e:
-        return Gate("compile_guards", False, f"the diff cannot be judged: {e}")
+    if (bad := _unparsed("compile_guards", diff)) is not None:
+        return bad
     found: list[str] = []
-    for path, _original, patched in files:
-        if added.get(path):
-            found.extend(_guard_findings(path, patched, added[path]))
+    for path, original, patched in files:
+        # The added lines from the texts themselves, not from hunk headers.
+        added = diffparse.added_between(original, patched)
+        if added:
+            found.extend(_guard_findings(path, patched, added))
     return Gate("compile_guards", not found, "; ".join(found[:3]) or "no computation skipped under compile")
 
 

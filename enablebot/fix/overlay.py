@@ -84,8 +84,16 @@ def _find(lines: list[str], block: list[str], hint: int, start: int) -> int | No
 
 def apply_hunks(original: str, patched_file, upstream: str) -> str:
     """Apply the hunks of one unidiff PatchedFile to `original` text."""
+    return apply_hunks_added(original, patched_file, upstream)[0]
+
+
+def apply_hunks_added(original: str, patched_file, upstream: str) -> tuple[str, frozenset[int]]:
+    """`apply_hunks`, and the line numbers (1-based) of the added lines in the patched text
+    where they actually landed: a hunk applies at an offset from its header, so the header's
+    numbers are not where a judge of the patched text must look."""
     lines = original.splitlines(keepends=True)
     out: list[str] = []
+    added: list[int] = []
     cursor = 0
     for i, hunk in enumerate(patched_file, 1):
         src = [ln.value for ln in hunk if ln.line_type in (" ", "-")]
@@ -102,6 +110,8 @@ def apply_hunks(original: str, patched_file, upstream: str) -> str:
                 "Copy context lines verbatim from the source shown, with exact indentation."
             )
         out.extend(lines[cursor:pos])
+        target = [ln for ln in hunk if ln.line_type in (" ", "+")]
+        added.extend(len(out) + i + 1 for i, ln in enumerate(target) if ln.line_type == "+")
         out.extend(dst)
         cursor = pos + len(src)
     out.extend(lines[cursor:])
@@ -110,7 +120,7 @@ def apply_hunks(original: str, patched_file, upstream: str) -> str:
         compile(text, upstream, "exec")
     except SyntaxError as e:
         raise PatchApplyError(f"{upstream}: the patched file does not compile: {e.msg} at line {e.lineno}") from e
-    return text
+    return text, frozenset(added)
 
 
 def build_overlay(diff: str, overlay_dir: str | Path) -> Overlay:

@@ -219,18 +219,18 @@ def check_patch(diff: str, policy: PatchPolicy,
 
 
 def _file_side_effects(fd, read_original: Callable[[str], str | None]) -> list[str]:
-    """The AST judgement of one file's additions, on the text the overlay will build."""
-    from .overlay import PatchApplyError, apply_hunks
+    """The AST judgement of one file's additions, on the text the overlay will build, at the
+    lines where the hunks landed (not where their headers say: a hunk applies at an offset)."""
+    from .overlay import PatchApplyError, apply_hunks_added
 
     original = read_original(fd.path)
-    patched = None
     if original is not None:
         try:
-            patched = apply_hunks(original, fd.patched_file, fd.path)
+            patched, added = apply_hunks_added(original, fd.patched_file, fd.path)
         except PatchApplyError:
             # The overlay cannot build this file from this original either (the same
             # apply_hunks), so nothing judged here could run; the regexes still say why not.
-            patched = None
-    if patched is None:
-        return side_effects_by_line(fd.path, fd.added_texts)
-    return side_effects(fd.path, patched, fd.added_numbers)
+            pass
+        else:
+            return side_effects(fd.path, patched, added)
+    return side_effects_by_line(fd.path, fd.added_texts)

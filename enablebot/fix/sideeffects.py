@@ -245,7 +245,7 @@ def _check_reflection(node: ast.Call, names: Names, flag) -> None:
             _check_dotted(node, q, flag)
         return
     module = names.qualify(target)
-    if module is not None and not module.startswith("<builtin>"):
+    if module is not None and not module.startswith("<builtin>") and fn != "<builtin>.hasattr":  # (a test reads)
         flag(node, f"calls {fn[10:]} on a module ({module}) with a computed name; name the attribute")
     elif "__" in _constant_text(name):
         flag(node, f"calls {fn[10:]} with a computed dunder name")
