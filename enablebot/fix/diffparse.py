@@ -21,16 +21,14 @@ class DiffParseError(ValueError):
 class FileDiff:
     path: str  # upstream path of the target side, `a/` / `b/` stripped
     source: str  # upstream path of the source side
-    added: tuple[tuple[int, str], ...]  # (line number in the patched file, text without "+" and newline)
+    # (line number the hunk header claims, text without "+" and newline). A hunk may apply at an
+    # offset: judge positions with overlay.apply_hunks_added or added_between, never these numbers.
+    added: tuple[tuple[int, str], ...]
     patched_file: object  # the unidiff PatchedFile (hunks for overlay.apply_hunks)
 
     @property
     def added_texts(self) -> list[str]:
         return [text for _, text in self.added]
-
-    @property
-    def added_numbers(self) -> frozenset[int]:
-        return frozenset(n for n, _ in self.added)
 
 
 def strip_prefix(path: str) -> str:
