@@ -122,8 +122,6 @@ class Names:
                 glob.update(node.names)
             elif isinstance(node, ast.ExceptHandler) and node.name:
                 bind(node.name, "var")
-            elif isinstance(node, ast.alias):
-                pass
             elif isinstance(node, ast.NamedExpr) and isinstance(node.target, ast.Name):
                 bind(node.target.id, "var")
         self.bound[scope] = bound
