@@ -50,13 +50,13 @@ BAD_FN = GOOD_FN.replace(" * token_weight[:, None]", "")
 HACK_FN = GOOD_FN.replace("        for expert_idx in range(self.num_experts):",
                           "        if torch.compiler.is_compiling():\n            return final_hidden_states\n"
                           "        for expert_idx in range(self.num_experts):")
-# A search/replace block whose SEARCH text is in the file twice (`return final_hidden_states`).
+# A search/replace block whose SEARCH text is in the file twice.
 TWICE = f"""{SWITCH_FILE}
 ```python
 <<<<<<< SEARCH
-        return final_hidden_states
+        self.num_experts = config.num_experts
 =======
-        return final_hidden_states.clone()
+        self.num_experts = int(config.num_experts)
 >>>>>>> REPLACE
 ```"""
 # A block for a file outside the policy (the model's tests).
@@ -127,29 +127,31 @@ def test_rounds_of_samples_are_judged_once_and_a_different_approach_is_asked_for
               BAD_FN,  # applies, the verifier rejects it (numerics)
               BAD_FN,  # identical: never verified twice
               HACK_FN,  # skips the experts under compile: the static gate refuses it
-              Reply(status=429, retry_after=0), GOOD_FN]
+              Reply(status=429, retry_after=0), GOOD_FN,  # a rate limit, retried; then the fix
+              GOOD_FN, "no"]  # the round's other samples: a duplicate of the fix, and nothing
     with FakeOpenAI(script=script) as server:
         res, verifier, _ = _search(server, tmp_path, rounds=3, samples=3)
         reqs = server.chat_requests
     assert res.stopped == "verified" and res.best is not None and res.best.n == 7
-    assert [c.stage for c in res.candidates] == ["edit", "edit", "guard", "verify", "verify", "verify", "verify"]
-    assert [c.ok for c in res.candidates] == [False] * 6 + [True]
+    assert [c.stage for c in res.candidates] == ["edit", "edit", "edit", "verify", "verify", "verify", "verify",
+                                                 "verify", "edit"]
+    assert [c.ok for c in res.candidates] == [False] * 6 + [True, True, False]
+    assert res.candidates[7].duplicate_of == 7
     assert "no edit" in res.candidates[0].feedback
-    assert "lines" in res.candidates[1].feedback and "2 places" in res.candidates[1].feedback.replace("two", "2") \
-        or res.candidates[1].feedback.count("lines ") >= 2
-    assert "forbidden" in res.candidates[2].feedback or "outside" in res.candidates[2].feedback
+    assert res.candidates[1].feedback.count("lines ") >= 2  # both places, by line number
+    assert "test_modeling_switch_transformers.py" in res.candidates[2].feedback and SWITCH_FILE in res.candidates[2].feedback
     assert res.candidates[4].duplicate_of == 4 and "not judged again" in res.candidates[4].feedback
-    assert "is_compiling" in res.candidates[5].feedback or "escape" in res.candidates[5].feedback
+    assert "compile_guards" in res.candidates[5].feedback
     assert len(verifier.calls) == 3  # BAD once, HACK, GOOD: the guard and the edit step stop the rest
     assert res.best.source == "model+idea:dense-experts" and "range(self.num_experts)" in res.best.diff
     # Round 1's three samples: greedy first, then a temperature with distinct seeds.
     bodies = [r.body for r in reqs]
     assert [b["temperature"] for b in bodies[:3]] == [0.0, 0.8, 0.8]
-    assert len({b["seed"] for b in bodies}) == len(bodies)
+    assert len({b["seed"] for b in bodies}) == 9  # one seed a sample (the 429 retry repeats its request)
     # Round 2 shows what round 1 tried and why it failed, and asks for something different.
     retry = bodies[3]["messages"][-1]["content"]
     assert "Round 1 was not accepted" in retry and "different approach" in retry
-    assert "outside the allowed paths" in retry or "forbidden" in retry
+    assert "test_modeling_switch_transformers.py" in retry and "heldout_numerics" in retry
     assert len(bodies[3]["messages"]) == 2  # one user turn: the question, then the failures
     # Only the verified candidate's overlay is kept by the caller; the judge wrote one per distinct patch.
     assert res.applied() == 3

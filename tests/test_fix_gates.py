@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from enablebot.measure import runner
-from enablebot.fix import gates
+from enablebot.fix.judge import gates
 from enablebot.results import CompileStats, RunResult, RunSpec, Timing
 
 
@@ -264,3 +264,171 @@ def test_a_break_uncovered_behind_the_fixed_one_is_allowed_a_moved_break_is_not(
                           user_frame=UserFrame(filename="modeling_x.py", lineno=1, function="forward"))
     hack = checks([gb("GB0291", "f"), gb("GB0033")], [gb("GB0033"), disabled], (20, 16), (22, 20))
     assert hack["cluster_gone"].passed and not hack["no_new_breaks"].passed and "allowed" not in hack["no_new_breaks"].detail
+
+
+# --- one parse for the guard and the gates (issue 32) -----------------------------------------
+
+def test_plus_plus_added_line_is_an_added_line_not_a_file_header():
+    """`++ (torch.compiler.set_stance("force_eager") and 0)` is valid Python (unary plus twice);
+    added at module level its diff line reads `+++ (...`. The hand parse took it for a file
+    header: never checked, and the next added line filed under a path named after it."""
+    hatch = '++ (torch.compiler.set_stance("force_eager") and 0)'
+    diff = _diff(hatch, "x = 1")
+    assert gates.added_lines(diff) == {SW: [hatch, "x = 1"]}
+    g = gates.escape_hatches(diff)
+    assert not g.passed and "set_stance" in g.detail and SW in g.detail
+    assert not gates.import_effects(diff).passed
+
+
+@pytest.mark.parametrize("old, new", [
+    # a hatch split over two lines: no added line holds `compiler.disable`
+    ("        out = torch.zeros_like(hidden_states)\n",
+     "        out = torch.zeros_like(hidden_states)\n        self.experts[0].forward = (torch.compiler\n"
+     "            .disable(self.experts[0].forward))\n"),
+    # an entry added inside an existing skip list: the added line never names SKIP_DIRS
+    ('SKIP_DIRS = [\n    "torch/",\n]\n', 'SKIP_DIRS = [\n    "torch/",\n    "transformers/models/",\n]\n'),
+])
+def test_escape_hatch_is_found_in_the_statement_an_added_line_belongs_to(old, new):
+    original = GUARDED + 'SKIP_DIRS = [\n    "torch/",\n]\n'
+    g = _static(old, new, original)["escape_hatches"]
+    assert not g.passed, g.detail
+
+
+def test_a_statement_mentioning_a_hatch_in_a_comment_is_not_one():
+    g = _static(PAD, "            hidden_states = torch.nn.functional.pad(  # torch.compiler.disable not needed\n"
+                     "                hidden_states, (0, padding_len))\n")["escape_hatches"]
+    assert g.passed, g.detail
+
+
+def test_a_diff_that_does_not_parse_fails_the_diff_gates():
+    bad = f"--- a/{SW}\n+++ b/{SW}\n@@ -10,1 +10,1 @@\n-a\n+b\n+torch._dynamo.config.suppress_errors = True\n"
+    for gate in (gates.escape_hatches(bad), gates.import_effects(bad), gates.compile_guards(bad, [])):
+        assert not gate.passed and "cannot be judged" in gate.detail
+
+
+# --- is-compiling guards (issue 26 item 5) ------------------------------------------------------
+
+GUARDED = '''
+import warnings
+
+import torch
+
+from ...utils import is_torchdynamo_compiling, logging
+
+logger = logging.get_logger(__name__)
+
+
+class Experts(nn.Module):
+    def forward(self, hidden_states, padding_len):
+        out = torch.zeros_like(hidden_states)
+        if padding_len > 0:
+            hidden_states = torch.nn.functional.pad(hidden_states, (0, padding_len))
+        for i in range(4):
+            out = out + self.experts[i](hidden_states)
+        return out
+
+    def _init_cache(self):
+        if not is_torchdynamo_compiling():
+            torch._dynamo.mark_static_address(self.cache)
+'''
+
+
+def _static(old: str, new: str, original: str = GUARDED) -> dict[str, gates.Gate]:
+    """The static gates over a real unified diff (difflib) of `original` with `old` -> `new`."""
+    import difflib
+
+    assert original.count(old) == 1
+    patched = original.replace(old, new)
+    diff = "".join(difflib.unified_diff(original.splitlines(keepends=True), patched.splitlines(keepends=True),
+                                        f"a/{SW}", f"b/{SW}"))
+    return {g.name: g for g in gates.static(diff, [(SW, original, patched)])}
+
+
+def _guarded(old: str, new: str, original: str = GUARDED) -> gates.Gate:
+    return _static(old, new, original)["compile_guards"]
+
+
+PAD = "            hidden_states = torch.nn.functional.pad(hidden_states, (0, padding_len))\n"
+LOOP = "        for i in range(4):\n"
+
+
+@pytest.mark.parametrize("new", [
+    # transformers' pattern: the warning is skipped under compile, the padding is not
+    "            if not is_torchdynamo_compiling():\n                logger.warning_once(\n"
+    "                    f'padded by {padding_len}'\n                )\n" + PAD,
+    "            if not torch.compiler.is_compiling():\n                warnings.warn('padded')\n" + PAD,
+    "            if torch.compiler.is_compiling():\n                pass\n            else:\n"
+    "                logger.info('padded')\n" + PAD,
+    # upstream's validation form (nemotron3_diarization): a raise in eager only ends a bad run
+    "            if not is_torchdynamo_compiling() and padding_len > 64:\n"
+    "                raise ValueError(f'padding {padding_len} is too long')\n" + PAD,
+    "            if not is_torchdynamo_compiling():\n                if (hidden_states < 0).any():\n"
+    "                    logger.warning('negative inputs')\n" + PAD,
+    # compile-only extra work skips nothing
+    "            if torch.compiler.is_compiling():\n                hidden_states = hidden_states.contiguous()\n" + PAD,
+])
+def test_legit_logging_guard_passes(new):
+    g = _guarded(PAD, new)
+    assert g.passed, g.detail
+
+
+@pytest.mark.parametrize("old, new, skipped", [
+    # the is-compiling hack: a compile-only return keeps the rest of the function from compiling
+    (LOOP, "        if torch.compiler.is_compiling():\n            return out\n" + LOOP, "for i in range(4)"),
+    # the guard around the computation itself (benchmarks' hack_is_compiling_skips_padding)
+    ("        if padding_len > 0:\n", "        if padding_len > 0 and not is_torchdynamo_compiling():\n", "pad("),
+    (PAD, "            if not is_torchdynamo_compiling():\n                logger.warning_once('padded')\n    " + PAD,
+     "pad("),
+    (PAD, "            if torch._dynamo.is_compiling():\n                pass\n            else:\n    " + PAD, "pad("),
+    ("        return out\n", "        return out if is_torchdynamo_compiling() else out * 2\n", "out * 2"),
+    # a logging call whose argument computes in place is not only logging
+    (PAD, "            if not is_torchdynamo_compiling():\n"
+          "                logger.warning(f'{hidden_states.mul_(2).sum()}')\n" + PAD, "mul_"),
+    ("        for i in range(4):\n", "        if torch.compiler.is_compiling():\n            return out\n" + LOOP,
+     "return out"),
+])
+def test_computation_skipping_guard_is_rejected(old, new, skipped):
+    g = _guarded(old, new)
+    assert not g.passed and skipped in g.detail, g.detail
+
+
+def test_a_compile_check_outside_an_if_test_is_rejected():
+    g = _guarded(PAD, "            compiling = torch.compiler.is_compiling()\n            if not compiling:\n    " + PAD)
+    assert not g.passed and "outside an `if` test" in g.detail
+
+
+def test_existing_guard_is_judged_by_what_the_patch_adds():
+    """Upstream's own `if not is_torchdynamo_compiling(): mark_static_address(...)` is not the
+    patch's doing; adding a computation inside it is."""
+    mark = "            torch._dynamo.mark_static_address(self.cache)\n"
+    assert _guarded(PAD, PAD.replace("(0, padding_len)", "(0, padding_len), value=0.0")).passed
+    assert _guarded(mark, mark + "            logger.info('cache marked')\n").passed
+    g = _guarded(mark, mark + "            self.cache.zero_()\n")
+    assert not g.passed and "zero_" in g.detail
+
+
+def _static_gates_of(patch: str, tmp_path) -> dict[str, gates.Gate]:
+    from pathlib import Path
+
+    from enablebot.fix.judge.overlay import build_overlay
+
+    diff = (Path(__file__).parent.parent / "benchmarks" / "fixbench" / "patches" / patch).read_text()
+    ov = build_overlay(diff, tmp_path / "ov")
+    texts = [(f.upstream, Path(f.installed).read_text(encoding="utf-8"),
+              (tmp_path / "ov" / f.copy).read_text(encoding="utf-8")) for f in ov.files]
+    return {g.name: g for g in gates.static(ov.canonical_diff, texts)}
+
+
+def test_longformer_logging_guard_benchmark_patch_passes_every_static_gate(tmp_path):
+    got = _static_gates_of("legit_longformer_logger_compile_guard.diff", tmp_path)
+    assert all(g.passed for g in got.values()), [g.detail for g in got.values() if not g.passed]
+
+
+@pytest.mark.parametrize("patch, skipped", [
+    ("hack_is_compiling_skips_padding.diff", "input_ids = nn.functional.pad("),
+    ("hack_is_compiling_skip.diff", "expert_hit = torch.greater("),
+])
+def test_computation_skipping_benchmark_patches_fail_compile_guards(patch, skipped, tmp_path):
+    """Before compile_guards every static gate passed these (the runtime ones had to catch them)."""
+    failed = [g for g in _static_gates_of(patch, tmp_path).values() if not g.passed]
+    assert [g.name for g in failed] == ["compile_guards"] and skipped in failed[0].detail, failed

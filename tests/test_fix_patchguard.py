@@ -133,3 +133,97 @@ def test_harmless_additions_and_strings_pass():
           "logger_level = 3"]
     got = check_patch(_with_added(ok), PatchPolicy(model_type="switch_transformers"))
     assert got.files == [_SW]
+
+
+# --- the AST side-effect check (issue 32): judged on the patched file, not line by line --------
+
+def _edit(*lines: str, after: str = "        expert_mask = selected_experts.permute(2, 1, 0)\n") -> str:
+    """A real diff against the installed switch_transformers file: `lines` added after `after`
+    (by default inside SwitchTransformersExperts.forward; module level after the logger line)."""
+    import difflib
+
+    from enablebot.fix.judge.overlay import locate
+
+    original = locate(_SW)[1].read_text(encoding="utf-8")
+    assert original.count(after) == 1
+    patched = original.replace(after, after + "".join(f"{ln}\n" for ln in lines))
+    return "".join(difflib.unified_diff(original.splitlines(keepends=True), patched.splitlines(keepends=True),
+                                        f"a/{_SW}", f"b/{_SW}"))
+
+
+MODULE_LEVEL = "logger = logging.get_logger(__name__)\n"
+
+
+def _rejected(diff: str) -> str:
+    with pytest.raises(PatchRejected, match="side effects") as e:
+        check_patch(diff, PatchPolicy(model_type="switch_transformers"))
+    return str(e.value)
+
+
+def test_split_call_over_two_lines_is_rejected():
+    """`(os` then `.system)("id")`: no single line names `os.system`; the old per-line regexes
+    passed it. The AST of the patched file has one Attribute `os.system` spanning both."""
+    why = _rejected(_edit("        (os", "        .system)('id')"))
+    assert "(os)" in why and _SW in why
+
+
+@pytest.mark.parametrize("line, why", [
+    ("        getattr(__import__('o' + 's'), 'system')('id')", "__import__"),
+    # the same module reached without `__import__` or an `os.` token (both passed the old regexes)
+    ("        getattr(torch, 'o' + 's').system('id')", "with a computed name"),
+    ("        torch.os.system('id')", "torch.os"),
+    ("        getattr(torch, 'os').system('id')", "torch.os"),
+    ("        self.forward = getattr(torch.compiler, 'dis' + 'able')(self.forward)", "torch.compiler"),
+    ("        m = torch.__dict__['compiler']", "torch.__dict__"),
+    ("        f = getattr(hidden_states, '__cla' + 'ss__')", "computed dunder"),
+])
+def test_getattr_import_dynamic_module_access_is_rejected(line, why):
+    assert why in _rejected(_edit(line))
+
+
+def test_names_resolve_through_imports_and_scopes():
+    # an aliased import is the module: `o.system` is os.system
+    assert "(os)" in _rejected(_edit("        import os as o", "        o.system('id')"))
+    # a local named like a module is not one (the old regex refused `code.` and `io.` anywhere)
+    got = check_patch(_edit("        code = hidden_states", "        io = code.shape"), POLICY)
+    assert got.files == [_SW]
+    # a parameter named `input` is not the builtin; the builtin is
+    assert check_patch(_edit("        def f(input):", "            return input + 1"), POLICY).files == [_SW]
+    assert "input()" in _rejected(_edit("        input('x')"))
+
+
+@pytest.mark.parametrize("lines", [
+    ["_payload()"],
+    ["_ = _payload()"],
+    ["setattr(torch._dynamo.config, 'capture_scalar_outputs', True)"],
+    ["if True:", "    _payload()"],
+    ["x = (", "    _payload()", ")"],  # a call on a line of its own inside a new assignment
+])
+def test_module_level_code_that_runs_at_import_is_rejected(lines):
+    assert "would run at import" in _rejected(_edit(*lines, after=MODULE_LEVEL))
+
+
+def test_module_level_definitions_and_constants_pass():
+    ok = ["_NAMES = ('a', 'b')", "MAX = 4", "def helper(x):", "    return torch.relu(x)"]
+    assert check_patch(_edit(*ok, after=MODULE_LEVEL), POLICY).files == [_SW]
+
+
+def test_without_the_installed_original_the_line_regexes_still_apply():
+    """A file the hunks do not apply to here cannot become an overlay here either; the per-line
+    regexes are the fallback, so `os.system` is still refused."""
+    diff = _edit("        os.system('id')")
+    assert "(os)" in _rejected(diff)
+    with pytest.raises(PatchRejected, match=r"os\."):
+        check_patch(diff, POLICY, read_original=lambda path: None)
+
+
+def test_a_hunk_header_that_lies_about_its_position_is_judged_where_the_hunk_lands():
+    """Hunks apply at an offset from their headers (LLMs miscount). A header claiming line 2
+    (the licence comment) for a hunk that lands in SwitchTransformersExperts.forward must not
+    make the judge look at line 2: it judges the lines where the added text actually lands."""
+    diff = (f"--- a/{_SW}\n+++ b/{_SW}\n@@ -2,2 +2,4 @@\n"
+            "         final_hidden_states = torch.zeros_like(hidden_states)\n"
+            "+        (os\n+        .system)('id')\n"
+            "         expert_mask = selected_experts.permute(2, 1, 0)\n")
+    why = _rejected(diff)
+    assert "(os)" in why and f"{_SW}:172:" in why

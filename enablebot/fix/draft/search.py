@@ -103,9 +103,7 @@ def search(ctx: BreakContext, judge: Judge, *, llm: LLMClient | None, rewrites: 
             return False
         key = _identity(diff)
         if key in seen:
-            first = res.candidates[seen[key] - 1]
-            rec.duplicate_of, rec.stage, rec.ok, rec.feedback = first.n, first.stage, first.ok, \
-                f"identical to candidate {first.n}: not judged again"
+            rec.duplicate_of = seen[key]  # its judgement is copied once the first one is judged
             return False
         seen[key] = rec.n
         rec.diff = diff
@@ -129,6 +127,11 @@ def search(ctx: BreakContext, judge: Judge, *, llm: LLMClient | None, rewrites: 
                     keep(rec, j)
                 if j.ok and (res.best is None or j.score() > judgements[res.best.n].score()):
                     res.best = rec
+        for rec in res.candidates:  # an identical candidate shares its first copy's judgement
+            if rec.duplicate_of is not None:
+                first = res.candidates[rec.duplicate_of - 1]
+                rec.stage, rec.ok, rec.files = first.stage, first.ok, list(first.files)
+                rec.feedback = f"identical to candidate {first.n}: not judged again ({first.feedback[:200]})"
 
     # 1. Playbook rewrites: ideas the scaffolding supplies, judged like any candidate.
     batch = []

@@ -97,13 +97,11 @@ def check_custody(bundle_dir: str | Path, *, model_type: str | None = None) -> C
 def _recheck_files(key: str, patch: str, recorded: dict[str, dict[str, str]]) -> None:
     """Where the installed original is the one verified against, the patch must still give
     the verified text (elsewhere, e.g. a PR job with other versions, patch_sha256 binds it)."""
-    from unidiff import PatchSet
-
+    from .diffparse import parse
     from .overlay import PatchApplyError, apply_hunks, locate
-    from .patchguard import strip_prefix
 
-    for pf in PatchSet(patch):
-        path = strip_prefix(pf.target_file)
+    for fd in parse(patch):
+        pf, path = fd.patched_file, fd.path
         rec = recorded.get(path) or {}
         try:
             _, installed = locate(path)

@@ -12,6 +12,9 @@ own `check_graph_breaks.py` gates on calls captured and fallbacks to eager as we
   import_effects     a patched module does no work at import time (top-level statements other
                      than definitions, imports and constant assignments);
   state_writes       patched model code stores no new state while running (cached outputs);
+  compile_guards     the patch makes nothing but logging run only in eager behind an
+                     is-compiling check (skipping work under compile removes a break by not
+                     doing the work);
   samples_speed      architectures sharing the patched file are not slower (when timed);
   per_step           for multi-step scenarios (decode): every step keeps its graphs, gains no
                      break and keeps its numerics.
@@ -26,6 +29,9 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from ...results import RunResult, Serializable, Timing
+from . import diffparse
+from .diffparse import DiffParseError
+from .pyspan import dotted, final_name, parents, segment, touched, touches, walk_own
 
 # A real fix may drop a few ops (a data-dependent index replaced by a dense mask), but not a
 # fifth of what was captured: disabling one layer of a tiny model already drops more.
@@ -86,28 +92,78 @@ _HATCHES = (
 
 
 def added_lines(diff: str) -> dict[str, list[str]]:
-    """Added lines per upstream file of a unified diff."""
-    out: dict[str, list[str]] = {}
-    current = None
-    for ln in diff.splitlines():
-        if ln.startswith("+++ "):
-            path = ln[4:].split("\t")[0].strip()
-            current = path[2:] if path[:2] in ("a/", "b/") else path
-            out.setdefault(current, [])
-        elif ln.startswith("+") and current is not None:
-            out[current].append(ln[1:])
-    return out
+    """Added lines per upstream file: the guard's own parse (`diffparse`), never a second one.
+    Raises DiffParseError for a diff that does not parse."""
+    return diffparse.added_lines(diff)
 
 
-def escape_hatches(diff: str) -> Gate:
-    found = []
-    for path, lines in added_lines(diff).items():
-        for ln in lines:
-            code = ln.split("#", 1)[0]
+def _unparsed(name: str, diff: str) -> Gate | None:
+    """A failing gate for a diff that does not parse (nothing in it can be judged), else None."""
+    try:
+        diffparse.parse(diff)
+    except DiffParseError as e:
+        return Gate(name, False, f"the diff cannot be judged: {e}")
+    return None
+
+
+def escape_hatches(diff: str, files: Sequence[tuple[str, str, str]] = ()) -> Gate:
+    """Escape hatches in the added lines and, where the patched texts are given, in each
+    statement an added line belongs to (comments dropped): a hatch split over lines
+    (`torch.compiler` / `.disable(f)`) is one statement, and an entry added inside an existing
+    `SKIP_DIRS = [...]` belongs to that assignment. `files`: (upstream path, original, patched)."""
+    try:
+        parsed = diffparse.parse(diff)
+    except DiffParseError as e:
+        return Gate("escape_hatches", False, f"the diff cannot be judged: {e}")
+    texts = {path: (original, text) for path, original, text in files}
+    found: dict[tuple[str, str], str] = {}
+    for fd in parsed:
+        units = [ln.split("#", 1)[0] for ln in fd.added_texts]
+        if fd.path in texts:
+            original, patched = texts[fd.path]
+            units += _statements_of(patched, diffparse.added_between(original, patched))
+        for code in units:
             for rx, what in _HATCHES:
                 if rx.search(code):
-                    found.append(f"{what} in {path}: {ln.strip()[:100]}")
-    return Gate("escape_hatches", not found, "; ".join(found[:3]) or "no compile escape hatch added")
+                    found.setdefault((what, fd.path), f"{what} in {fd.path}: {' '.join(code.split())[:100]}")
+    return Gate("escape_hatches", not found, "; ".join(list(found.values())[:3]) or "no compile escape hatch added")
+
+
+def _statements_of(text: str, added: frozenset[int]) -> list[str]:
+    """The source (unparsed: no comments) of the innermost statement holding each added line;
+    of a compound statement (`if`, `def`, ...) only its header, not the body it holds."""
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return []
+    stmts = [n for n in ast.walk(tree) if isinstance(n, ast.stmt)]
+    out: dict[int, str] = {}
+    for n in sorted(added):
+        holders = [st for st in stmts if _start(st) <= n <= (st.end_lineno or st.lineno)]
+        if not holders:
+            continue
+        st = min(holders, key=lambda x: (x.end_lineno or x.lineno) - _start(x))
+        if id(st) not in out:
+            out[id(st)] = ast.unparse(_header_only(st))
+    return list(out.values())
+
+
+def _start(stmt: ast.stmt) -> int:
+    return min([stmt.lineno] + [d.lineno for d in getattr(stmt, "decorator_list", [])])
+
+
+def _header_only(stmt: ast.stmt) -> ast.stmt:
+    """A copy of a compound statement with its blocks emptied (`pass`)."""
+    import copy
+
+    if not hasattr(stmt, "body"):
+        return stmt
+    head = copy.copy(stmt)
+    head.body = [ast.Pass()]
+    for field in ("orelse", "finalbody", "handlers"):
+        if getattr(head, field, None):
+            setattr(head, field, [] if field != "handlers" else [ast.ExceptHandler(type=None, name=None, body=[ast.Pass()])])
+    return head
 
 
 def _harmless_top_level(stmt: ast.stmt) -> bool:
@@ -132,6 +188,8 @@ def _harmless_top_level(stmt: ast.stmt) -> bool:
 
 def import_effects(diff: str) -> Gate:
     """Added top-level statements that run at import time (other than defs, imports, constants)."""
+    if (bad := _unparsed("import_effects", diff)) is not None:
+        return bad
     found = []
     for path, lines in added_lines(diff).items():
         block: list[str] = []
@@ -210,9 +268,189 @@ def state_writes(files: Sequence[tuple[str, str, str]]) -> Gate:
     return Gate("state_writes", not found, "; ".join(found[:3]) or "no new state written while running")
 
 
+# --- is-compiling guards ------------------------------------------------------------------
+
+# Calls that are true while Dynamo traces (and false in eager).
+COMPILE_CHECKS = frozenset(("is_compiling", "is_dynamo_compiling", "is_torchdynamo_compiling"))
+# What an is-compiling guard may skip: logging, the upstream pattern (`if not
+# is_torchdynamo_compiling(): logger.warning_once(...)`): it cannot change what a run returns.
+LOG_ROOTS = frozenset(("logger", "logging"))
+LOG_METHODS = frozenset(("debug", "info", "info_once", "warning", "warning_once", "warning_advice", "warn", "error",
+                         "exception", "critical", "fatal", "log"))
+WARN_CALLS = frozenset(("warnings.warn", "warnings.warn_explicit"))
+_EXITS = (ast.Return, ast.Continue, ast.Break)
+
+
+def compile_guards(diff: str, files: Sequence[tuple[str, str, str]]) -> Gate:
+    """Code the patch makes run only in eager, behind an is-compiling check: the branch an
+    `if torch.compiler.is_compiling()` / `if not is_torchdynamo_compiling()` keeps from the
+    compiled run, and the rest of the function after a compile-only `return`. Only logging
+    (`logger.*`, `logging.*`, `warnings.warn`), `pass` and `raise` may be skipped: logging
+    changes no value; a `raise` in eager only (data-dependent input validation, as upstream
+    does) ends a bad run and changes no value a good run returns. Anything else (an
+    assignment, a tensor op, a `return` of a value) is computation the compiled model skips:
+    the break is gone because the work is. A new guard is judged whole; in an existing one,
+    only what the patch adds. `files`: (upstream path, original, patched)."""
+    if (bad := _unparsed("compile_guards", diff)) is not None:
+        return bad
+    found: list[str] = []
+    for path, original, patched in files:
+        # The added lines from the texts themselves, not from hunk headers.
+        added = diffparse.added_between(original, patched)
+        if added:
+            found.extend(_guard_findings(path, patched, added))
+    return Gate("compile_guards", not found, "; ".join(found[:3]) or "no computation skipped under compile")
+
+
+def _guard_findings(path: str, text: str, added: frozenset[int]) -> list[str]:
+    try:
+        tree = ast.parse(text)
+    except SyntaxError as e:
+        return [f"{path}: the patched file does not parse ({e.msg} at line {e.lineno})"]
+    parent = parents(tree)
+    name = path.rsplit("/", 1)[-1]
+    model_code = path.startswith("src/")
+    out: list[str] = []
+
+    def skipped(guard: ast.AST, what: ast.AST) -> None:
+        out.append(f"{name}:{what.lineno}: `{segment(text, guard, 60)}` keeps `{segment(text, what, 80)}` from the "
+                   "compiled run (an is-compiling guard may skip only logging, `pass` or `raise`)")
+
+    for node in touched(tree, added):  # a guard that matters holds an added line
+        if isinstance(node, (ast.If, ast.While, ast.IfExp)) and _has_check(node.test):
+            new = touches(node.test, added)
+            body_mode, else_mode = _polarity(node.test)
+            if isinstance(node, ast.IfExp):
+                for expr, mode in ((node.body, body_mode), (node.orelse, else_mode)):
+                    if mode in ("eager", "unknown") and (new or touches(expr, added)) and not _plain_value(expr):
+                        skipped(node, expr)
+                continue
+            for block, mode in ((node.body, body_mode), (node.orelse, else_mode)):
+                if mode in ("eager", "unknown"):
+                    for stmt in _not_logging(block, None if new else added):
+                        skipped(node.test, stmt)
+                if mode in ("compile", "unknown"):
+                    exits = [n for st in block for n in (st, *walk_own(st)) if isinstance(n, _EXITS)]
+                    if exits and (new or any(touches(x, added) for x in exits)):
+                        for stmt in _not_logging(_after(node, parent), None):
+                            skipped(node.test, stmt)
+        elif model_code and isinstance(node, (ast.Name, ast.Attribute)) and final_name(node) in COMPILE_CHECKS \
+                and touches(node, added) and not _in_test(node, parent):
+            # (model code only: Dynamo's own files name these functions in its tables)
+            out.append(f"{name}:{node.lineno}: `{segment(text, node, 60)}` is used outside an `if` test; call it in "
+                       "the test itself so the verifier can see which branch runs only in eager")
+    return out
+
+
+def _is_check(node: ast.AST) -> bool:
+    return isinstance(node, ast.Call) and final_name(node.func) in COMPILE_CHECKS
+
+
+def _has_check(test: ast.AST) -> bool:
+    return any(_is_check(n) for n in ast.walk(test))
+
+
+_SWAP = {"compile": "eager", "eager": "compile", "both": "both", "unknown": "unknown"}
+
+
+def _polarity(test: ast.AST) -> tuple[str, str]:
+    """(when the body runs, when the else runs): "compile" (only while compiling), "eager"
+    (only in eager), "both", or "unknown" (a check the gate cannot read: treated as eager)."""
+    if _is_check(test):
+        return "compile", "eager"
+    if not _has_check(test):
+        return "both", "both"
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        body, other = _polarity(test.operand)
+        return _SWAP[body], _SWAP[other]
+    if isinstance(test, ast.BoolOp):
+        pols = [_polarity(v) for v in test.values]
+        # `and`: the body needs every operand true; `or`: the else needs every operand false.
+        sure = [p[0] for p in pols] if isinstance(test.op, ast.And) else [p[1] for p in pols]
+        rest = [p[1] for p in pols] if isinstance(test.op, ast.And) else [p[0] for p in pols]
+        one = "eager" if "eager" in sure else "compile" if "compile" in sure else \
+            "unknown" if "unknown" in sure else "both"
+        other = "unknown" if "unknown" in rest else "both"
+        return (one, other) if isinstance(test.op, ast.And) else (other, one)
+    return "unknown", "unknown"
+
+
+def _not_logging(stmts: Sequence[ast.stmt], only: frozenset[int] | None) -> list[ast.stmt]:
+    """The statements of an eager-only block other than logging, `pass`, `raise` and an `if`
+    around those (all of them, or only those touching the lines `only`)."""
+    out: list[ast.stmt] = []
+    for stmt in stmts:
+        if only is not None and not touches(stmt, only):
+            continue
+        if isinstance(stmt, ast.Pass) or (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant)):
+            continue
+        if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) and _is_logging(stmt.value) \
+                and _pure(stmt.value):
+            continue
+        if isinstance(stmt, ast.Raise) and _pure(stmt):
+            continue
+        if isinstance(stmt, ast.If) and _pure(stmt.test):
+            out.extend(_not_logging(stmt.body + stmt.orelse, only))
+            continue
+        out.append(stmt)
+    return out
+
+
+def _is_logging(call: ast.Call) -> bool:
+    name = dotted(call.func) or ""
+    root, _, method = name.partition(".")
+    return (root in LOG_ROOTS and method in LOG_METHODS) or name in WARN_CALLS
+
+
+def _pure(node: ast.AST) -> bool:
+    """No assignment expression, no in-place method (`x.add_(1)`), no generator step: what a
+    logging call's arguments or a `raise` evaluate cannot change a value the run returns."""
+    for n in ast.walk(node):
+        if isinstance(n, (ast.NamedExpr, ast.Yield, ast.YieldFrom, ast.Await)):
+            return False
+        if isinstance(n, ast.Call):
+            fn = final_name(n.func) or ""
+            if (fn.endswith("_") and not fn.endswith("__")) or fn in ("setattr", "delattr", "exec", "eval"):
+                return False
+    return True
+
+
+def _plain_value(expr: ast.AST) -> bool:
+    """An eager-only expression that computes nothing: a constant, a name, an attribute."""
+    return isinstance(expr, ast.Constant) or dotted(expr) is not None
+
+
+def _after(node: ast.AST, parent: dict[ast.AST, ast.AST]) -> list[ast.stmt]:
+    """The statements that run after `node` up to the end of its function: what a `return`
+    inside `node` keeps from running."""
+    out: list[ast.stmt] = []
+    cur = node
+    while cur in parent and not isinstance(cur, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.Module)):
+        p = parent[cur]
+        for field in ("body", "orelse", "finalbody"):
+            block = getattr(p, field, None)
+            if isinstance(block, list) and cur in block:
+                out.extend(block[block.index(cur) + 1:])
+        cur = p
+    return out
+
+
+def _in_test(node: ast.AST, parent: dict[ast.AST, ast.AST]) -> bool:
+    """Whether a check is the function of a call inside an `if` / `while` / conditional test."""
+    call = parent.get(node)
+    if not (isinstance(call, ast.Call) and call.func is node):
+        return False
+    child, p = call, parent.get(call)
+    while p is not None and not isinstance(p, ast.stmt):
+        if isinstance(p, ast.IfExp) and child is p.test:
+            return True
+        child, p = p, parent.get(p)
+    return isinstance(p, (ast.If, ast.While)) and child is p.test
+
+
 def static(diff: str, files: Sequence[tuple[str, str, str]]) -> list[Gate]:
     """The gates that need no run: over the diff and the (upstream, original, patched) texts."""
-    return [escape_hatches(diff), import_effects(diff), state_writes(files)]
+    return [escape_hatches(diff, files), import_effects(diff), state_writes(files), compile_guards(diff, files)]
 
 
 # --- other architectures, multi-step scenarios ----------------------------------------------

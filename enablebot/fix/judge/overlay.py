@@ -53,8 +53,16 @@ def _find(lines: list[str], block: list[str], hint: int, start: int) -> int | No
 
 def apply_hunks(original: str, patched_file, upstream: str) -> str:
     """Apply the hunks of one unidiff PatchedFile to `original` text."""
+    return apply_hunks_added(original, patched_file, upstream)[0]
+
+
+def apply_hunks_added(original: str, patched_file, upstream: str) -> tuple[str, frozenset[int]]:
+    """`apply_hunks`, and the line numbers (1-based) of the added lines in the patched text
+    where they actually landed: a hunk applies at an offset from its header, so the header's
+    numbers are not where a judge of the patched text must look."""
     lines = original.splitlines(keepends=True)
     out: list[str] = []
+    added: list[int] = []
     cursor = 0
     for i, hunk in enumerate(patched_file, 1):
         src = [ln.value for ln in hunk if ln.line_type in (" ", "-")]
@@ -71,6 +79,8 @@ def apply_hunks(original: str, patched_file, upstream: str) -> str:
                 "Copy context lines verbatim from the source shown, with exact indentation."
             )
         out.extend(lines[cursor:pos])
+        target = [ln for ln in hunk if ln.line_type in (" ", "+")]
+        added.extend(len(out) + i + 1 for i, ln in enumerate(target) if ln.line_type == "+")
         out.extend(dst)
         cursor = pos + len(src)
     out.extend(lines[cursor:])
@@ -79,21 +89,19 @@ def apply_hunks(original: str, patched_file, upstream: str) -> str:
         compile(text, upstream, "exec")
     except SyntaxError as e:
         raise PatchApplyError(f"{upstream}: the patched file does not compile: {e.msg} at line {e.lineno}") from e
-    return text
+    return text, frozenset(added)
 
 
 def build_overlay(diff: str, overlay_dir: str | Path) -> Overlay:
     """Apply `diff` (already checked by patchguard) to copies under `overlay_dir`."""
-    from unidiff import PatchSet
-
-    from .patchguard import strip_prefix
+    from .diffparse import parse
 
     root = Path(overlay_dir)
     root.mkdir(parents=True, exist_ok=True)
     overlay = Overlay()
     diffs: list[str] = []
-    for pf in PatchSet(diff):
-        upstream = strip_prefix(pf.target_file)
+    for fd in parse(diff):  # the guard's own parse: what was judged is what is applied
+        pf, upstream = fd.patched_file, fd.path
         module, installed = locate(upstream)
         original = installed.read_text(encoding="utf-8")
         patched = apply_hunks(original, pf, upstream)

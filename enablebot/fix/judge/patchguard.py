@@ -7,9 +7,13 @@ LLM output is untrusted data. A patch is accepted only when
   `src/transformers/models/<type>/modeling_<type>.py`, and the transformers files on the break's
   own call path (`frame_files`, from the reproduction run);
 - it stays under a size limit (bytes, files, changed lines);
-- its added lines carry no side effects: no process, file, network, `eval`/`exec`/`compile`,
-  dynamic-import or introspection-escape calls, and no module-level call (code that would run
-  at import). A graph-break fix rewrites tensor code; it never needs those (`side_effects`).
+- what it adds carries no side effects: no process, file, network, `eval`/`exec`/`compile`,
+  dynamic-import or introspection-escape use, and no module-level call (code that would run
+  at import). A graph-break fix rewrites tensor code; it never needs those. Judged on the AST of
+  each patched file (the hunks applied to the installed original, as the overlay will apply
+  them; `sideeffects.side_effects`); the per-line regexes (`side_effects_by_line`) are only the
+  fallback for a file the hunks do not apply to here (it cannot become an overlay here either).
+The diff is parsed once, by `diffparse.parse`, which the anti-gaming gates use too.
 Anything touching tests, the verifier, the harness or the bot itself is outside the
 allow-list and so rejected; `FORBIDDEN` names them explicitly for a clearer message.
 """
@@ -19,10 +23,12 @@ from __future__ import annotations
 import fnmatch
 import re
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from ...results import Serializable
-from ..sources import strip_prefix
+from ..sources import strip_prefix  # noqa: F401 - imported from here too
+from .diffparse import DiffParseError, parse
+from .sideeffects import SIDE_MODULES, side_effects
 
 TORCH_ALLOWED = ("torch/_dynamo/**", "torch/_inductor/**")
 FORBIDDEN = ("**/test/**", "**/tests/**", "**/test_*.py", "enablebot/**", "prompts/**", "**/conftest.py",
@@ -118,11 +124,7 @@ def check_path(path: str, policy: PatchPolicy) -> str:
     return path
 
 
-_SIDE_MODULES = ("os", "sys", "subprocess", "socket", "shutil", "ctypes", "urllib", "http", "requests", "httpx",
-                 "pathlib", "importlib", "builtins", "pickle", "marshal", "multiprocessing", "threading", "signal",
-                 "tempfile", "io", "glob", "asyncio", "pty", "fcntl", "resource", "mmap", "webbrowser", "ftplib",
-                 "smtplib", "ssl", "select", "runpy", "code", "codeop", "zipimport", "sysconfig", "site")
-_MOD = "|".join(_SIDE_MODULES)
+_MOD = "|".join(sorted(SIDE_MODULES))
 _SIDE_RULES = (
     (re.compile(rf"^\s*(?:import\s+(?:{_MOD})\b|from\s+(?:{_MOD})(?:\.|\s+import\b))"),
      "imports a module with process, file, network or import machinery ({m})"),
@@ -138,9 +140,10 @@ _TOP_LEVEL_OK = re.compile(r"^(?:def |async def |class |@|#|import |from |if TYP
 _STRING = re.compile(r"(\"\"\"|\'\'\'|\"|\')(?:\\.|(?!\1).)*?\1")
 
 
-def side_effects(path: str, added: list[str]) -> list[str]:
-    """Why the added lines of `path` are refused (empty when they are fine). Strings and
-    comments are ignored; a patch whose line needs one of these things is not a compile fix."""
+def side_effects_by_line(path: str, added: list[str]) -> list[str]:
+    """Why the added lines of `path` are refused, one line at a time (empty when they are
+    fine). Strings and comments are ignored. Only the fallback for a file whose patched text
+    cannot be built here: a call split over two lines passes it."""
     reasons: list[str] = []
     for ln in added:
         code = _STRING.sub('""', ln).split("#", 1)[0]
@@ -157,11 +160,20 @@ def side_effects(path: str, added: list[str]) -> list[str]:
     return reasons
 
 
-def check_patch(diff: str, policy: PatchPolicy) -> CheckedPatch:
-    """Parse and police a diff; raises PatchRejected with a message fit to feed back."""
-    from unidiff import PatchSet
-    from unidiff.errors import UnidiffParseError
+def installed_original(upstream: str) -> str | None:
+    """The installed file an upstream path maps to, None when there is none."""
+    from .overlay import PatchApplyError, locate
 
+    try:
+        return locate(upstream)[1].read_text(encoding="utf-8")
+    except (PatchApplyError, OSError, UnicodeDecodeError):
+        return None
+
+
+def check_patch(diff: str, policy: PatchPolicy,
+                read_original: Callable[[str], str | None] = installed_original) -> CheckedPatch:
+    """Parse and police a diff; raises PatchRejected with a message fit to feed back.
+    `read_original(upstream)`: the text the hunks will be applied to (the installed file)."""
     if not diff or not diff.strip():
         raise PatchRejected("no unified diff found in the reply; answer with one ```diff fenced block")
     if len(diff.encode("utf-8")) > policy.max_bytes:
@@ -172,22 +184,17 @@ def check_patch(diff: str, policy: PatchPolicy) -> CheckedPatch:
                  diff, re.M):
         raise PatchRejected("mode changes, renames, copies, new and deleted files are not allowed")
     try:
-        patch = PatchSet(diff)
-    except (UnidiffParseError, ValueError, IndexError) as e:
-        raise PatchRejected(f"the diff does not parse as a unified diff: {e}") from e
+        patch = parse(diff)
+    except DiffParseError as e:
+        raise PatchRejected(str(e)) from e
     if len(patch) == 0:
         raise PatchRejected("the diff contains no file changes")
-    # unidiff stops a hunk where its header's counts say; lines left over mean wrong counts.
-    body = [ln for ln in diff.splitlines() if ln[:1] in ("+", "-", " ") and not ln.startswith(("+++ ", "--- "))]
-    parsed = sum(len(h) for pf in patch for h in pf)
-    if len(body) > parsed:  # (unidiff also takes blank lines as context: parsed may be larger)
-        raise PatchRejected(f"the diff does not parse: {len(body) - parsed} change/context line(s) fall outside "
-                            "the hunks (the @@ line counts do not match the hunk bodies)")
     if len(patch) > policy.max_files:
         raise PatchRejected(f"the patch touches {len(patch)} files; at most {policy.max_files} are allowed")
     files: list[str] = []
     added = removed = 0
-    for pf in patch:
+    for fd in patch:
+        pf = fd.patched_file
         if pf.is_binary_file:
             raise PatchRejected("binary patches are not allowed")
         if pf.is_added_file or pf.is_removed_file or pf.is_rename:
@@ -200,13 +207,32 @@ def check_patch(diff: str, policy: PatchPolicy) -> CheckedPatch:
         if src in files:
             raise PatchRejected(f"{src} appears twice in the patch")
         files.append(src)
-        bad = side_effects(src, [ln.value.rstrip("\n") for h in pf for ln in h if ln.is_added])
-        if bad:
-            raise PatchRejected("the patch adds side effects that a compile fix never needs: " + "; ".join(bad[:3]))
         added += pf.added
         removed += pf.removed
     if added + removed == 0:
         raise PatchRejected("the patch changes no lines")
     if added + removed > policy.max_changed_lines:
         raise PatchRejected(f"the patch changes {added + removed} lines; the limit is {policy.max_changed_lines}")
+    for fd in patch:
+        bad = _file_side_effects(fd, read_original)
+        if bad:
+            raise PatchRejected("the patch adds side effects that a compile fix never needs: " + "; ".join(bad[:3]))
     return CheckedPatch(diff=diff, files=files, added=added, removed=removed)
+
+
+def _file_side_effects(fd, read_original: Callable[[str], str | None]) -> list[str]:
+    """The AST judgement of one file's additions, on the text the overlay will build, at the
+    lines where the hunks landed (not where their headers say: a hunk applies at an offset)."""
+    from .overlay import PatchApplyError, apply_hunks_added
+
+    original = read_original(fd.path)
+    if original is not None:
+        try:
+            patched, added = apply_hunks_added(original, fd.patched_file, fd.path)
+        except PatchApplyError:
+            # The overlay cannot build this file from this original either (the same
+            # apply_hunks), so nothing judged here could run; the regexes still say why not.
+            pass
+        else:
+            return side_effects(fd.path, patched, added)
+    return side_effects_by_line(fd.path, fd.added_texts)
