@@ -15,6 +15,7 @@ code).
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import sys
 from collections import defaultdict
@@ -53,7 +54,13 @@ def sites_of(gb: dict, cache: dict[str, str | None]) -> list[Site]:
     return out
 
 
-def coverage(results: Path) -> dict:
+def unified_diff(path: str, old: str, new: str) -> str:
+    """A rewrite as the unified diff a candidate patch is (a/ b/ upstream paths)."""
+    return "".join(difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True),
+                                        f"a/{path}", f"b/{path}"))
+
+
+def coverage(results: Path, diffs: Path | None = None) -> dict:
     playbook = load_playbook()
     rows = [json.loads(ln) for ln in results.read_text(encoding="utf-8").splitlines() if ln.strip()]
     versions = {json.dumps({k: r["versions"].get(k) for k in ("torch", "transformers")}, sort_keys=True) for r in rows}
@@ -80,6 +87,11 @@ def coverage(results: Path) -> dict:
                 by_entry[e.id][where].add(r["model_type"])
             for rw in propose(gb.get("gb_type") or "", gb.get("registry_id"), sites, playbook):
                 rewrites[rw.entry][f"{where} -> {rw.function}"].add(r["model_type"])
+                if diffs is not None:
+                    old = next(s.text for s in sites if s.path == rw.path)
+                    name = f"{rw.entry}__{Path(rw.path).stem}__{rw.function.replace('.', '_')}.diff"
+                    diffs.mkdir(parents=True, exist_ok=True)
+                    (diffs / name).write_text(unified_diff(rw.path, old, rw.new_text), encoding="utf-8")
             if not matched:
                 unmatched[where].add(r["model_type"])
     shown = results.resolve()
@@ -118,8 +130,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--results", type=Path, default=DEFAULT_RESULTS)
     ap.add_argument("--json", type=Path, default=None, help="also write the coverage as JSON here")
+    ap.add_argument("--diffs", type=Path, default=None, help="write each proposed rewrite as a unified diff here")
     args = ap.parse_args(argv)
-    cov = coverage(args.results)
+    cov = coverage(args.results, args.diffs)
     here = current()
     want = {json.dumps({"torch": here.torch, "transformers": here.transformers}, sort_keys=True)}
     if set(cov["versions"]) != want:
