@@ -6,7 +6,6 @@ tensors, eager and, for the MoE loop, under torch.compile with fullgraph=True)."
 from __future__ import annotations
 
 import ast
-import difflib
 import importlib
 import importlib.util
 import json
@@ -17,7 +16,10 @@ import pytest
 import torch
 
 from enablebot.fix.patchguard import PatchPolicy, check_patch
-from enablebot.fix.rewrites import (CODEMODS, PlaybookError, Site, load_playbook, matching_entries, propose)
+from enablebot.fix.rewrites import (CODEMODS, PlaybookError, Site, load_playbook, matching_entries, propose,
+                                    rewrite_diff)
+from enablebot.fix.sites import sites_of
+from enablebot.results import GraphBreak
 
 REPO = Path(__file__).resolve().parent.parent
 BASELINE = REPO / "results" / "cpu-dynamo-default" / "results.jsonl"
@@ -70,11 +72,6 @@ def _forward(cls):
     return getattr(cls.forward, "__wrapped__", cls.forward)
 
 
-def _diff(site: Site, new_text: str) -> str:
-    return "".join(difflib.unified_diff(site.text.splitlines(True), new_text.splitlines(True),
-                                        f"a/{site.path}", f"b/{site.path}"))
-
-
 # --- the playbook ---------------------------------------------------------------------------
 
 def test_playbook_loads_and_every_entry_has_a_source_and_a_known_rewrite():
@@ -120,7 +117,7 @@ def test_guard_logging_wraps_only_the_logging_statement(model):
     stmt_end = next(j for j in range(i, len(old)) if old[j].strip() == ")")
     assert new[i + 1: stmt_end + 2] == ["    " + ln for ln in old[i: stmt_end + 1]]
     assert new[stmt_end + 2:] == old[stmt_end + 1:]
-    check_patch(_diff(site, rw.new_text), PatchPolicy(model_type=model))  # the guard accepts the candidate
+    check_patch(rewrite_diff(rw, site.text), PatchPolicy(model_type=model))  # the guard accepts the candidate
 
 
 def test_guard_logging_refuses_a_compute_line_and_other_break_types():
@@ -129,7 +126,8 @@ def test_guard_logging_refuses_a_compute_line_and_other_break_types():
     assert CODEMODS["guard-logging"](compute) is None
     assert propose("Data dependent operator", "GB0033", [site], load_playbook()) == []
     # a statement that logs AND computes is not purely a logging call
-    text = "import torch\nimport logging\nlogger = logging.getLogger(__name__)\n\ndef f(x):\n    y = logger.info(x) or x\n    return y\n"
+    text = ("import torch\nimport logging\nlogger = logging.getLogger(__name__)\n\ndef f(x):\n"
+            "    y = logger.info(x) or x\n    return y\n")
     assert CODEMODS["guard-logging"](Site("src/transformers/models/z/modeling_z.py", text, 6, "f")) is None
     # no torch import, no guard
     text = "import logging\nlogger = logging.getLogger(__name__)\n\ndef f(x):\n    logger.info(x)\n    return x\n"
@@ -152,7 +150,7 @@ def _dense(model: str):
     first, last = _func_span(rw.new_text, site.lineno)
     body = "\n".join(rw.new_text.splitlines()[first - 1:last])
     assert "nonzero" not in body and "torch.where(expert_mask" not in body and "for expert_idx in range(" in body
-    check_patch(_diff(site, rw.new_text), PatchPolicy(model_type=model))
+    check_patch(rewrite_diff(rw, site.text), PatchPolicy(model_type=model))
     return mod, rw
 
 
@@ -173,7 +171,8 @@ def test_dense_experts_switch_transformers_same_output_and_one_graph(tmp_path, m
     got = _forward(new.SwitchTransformersExperts)(experts, h, selected, weights)
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
     torch._dynamo.reset()
-    explained = torch._dynamo.explain(lambda *a: _forward(new.SwitchTransformersExperts)(experts, *a))(h, selected, weights)
+    rewritten = _forward(new.SwitchTransformersExperts)
+    explained = torch._dynamo.explain(lambda *a: rewritten(experts, *a))(h, selected, weights)
     assert explained.graph_break_count == 0 and explained.graph_count == 1
     torch._dynamo.reset()
     before = torch._dynamo.explain(lambda *a: experts(*a))(h, selected, weights)
@@ -246,7 +245,7 @@ def test_branch_to_where_matches_the_clamp_branch(model):
     assert rw.entry == "branch-to-where"
     _assert_only_function_changed(site, rw.new_text)
     assert "hidden_states = torch.where(take_branch, torch.clamp(" in rw.new_text
-    check_patch(_diff(site, rw.new_text), PatchPolicy(model_type=model))
+    check_patch(rewrite_diff(rw, site.text), PatchPolicy(model_type=model))
 
 
 def test_branch_to_where_rt_detr_layer_same_output_in_train_mode(tmp_path, monkeypatch):
@@ -279,15 +278,17 @@ def test_branch_to_where_refuses_in_place_bodies_and_python_conditions():
 
 # --- check-not-raise ------------------------------------------------------------------------
 
-@pytest.mark.parametrize("needle", ["if (audio_lengths == 0).any():", "if (padding_mask.long().diff(dim=-1) > 0).any():"])
+@pytest.mark.parametrize("needle", ["if (audio_lengths == 0).any():",
+                                    "if (padding_mask.long().diff(dim=-1) > 0).any():"])
 def test_check_not_raise_on_real_validations(needle):
     _, site = _site("apertus1p5", needle)
     [rw] = propose("Data-dependent branching", "GB0170", [site], load_playbook())
     assert rw.entry == "check-not-raise"
     _assert_only_function_changed(site, rw.new_text)
     new_line = rw.new_text.splitlines()[site.lineno - 1].strip()
-    assert new_line.startswith("torch_compilable_check(torch.logical_not(") and new_line.endswith("error_type=ValueError)")
-    check_patch(_diff(site, rw.new_text), PatchPolicy(model_type="apertus1p5"))
+    assert new_line.startswith("torch_compilable_check(torch.logical_not(")
+    assert new_line.endswith("error_type=ValueError)")
+    check_patch(rewrite_diff(rw, site.text), PatchPolicy(model_type="apertus1p5"))
 
 
 def test_check_not_raise_keeps_the_error_in_eager_and_traces_with_capture_scalar_outputs(tmp_path, monkeypatch):
@@ -324,12 +325,7 @@ def _baseline_break(model_type: str, registry_id: str) -> dict:
 
 
 def _sites(gb: dict) -> list[Site]:
-    sys.path.insert(0, str(REPO / "benchmarks" / "fixbench"))
-    try:
-        from playbook_coverage import sites_of
-    finally:
-        sys.path.pop(0)
-    return sites_of(gb, {})
+    return sites_of(GraphBreak.from_dict(gb))
 
 
 def test_baseline_switch_transformers_break_gets_the_dense_rewrite():
@@ -348,3 +344,17 @@ def test_baseline_kolibri_unique_tolist_break_gets_an_idea_but_no_rewrite():
     assert propose(gb["gb_type"], gb["registry_id"], sites, load_playbook()) == []
     ideas = [e.id for e in matching_entries(gb["gb_type"], gb["registry_id"], sites, load_playbook())]
     assert ideas == ["unique-tolist-loop"]
+
+
+@pytest.mark.parametrize("model,needle,gb", [
+    ("switch_transformers", "expert_hit = ", ("Dynamic shape operator", "GB0036")),
+    ("led", "logger.warning_once(", ("logging.Logger method", "GB0291"))])
+def test_rewrite_diff_applies_in_an_overlay_to_the_rewritten_text(model, needle, gb, tmp_path):
+    from enablebot.fix.overlay import build_overlay
+
+    _, site = _site(model, needle)
+    [rw] = propose(gb[0], gb[1], [site], load_playbook())
+    overlay = build_overlay(check_patch(rewrite_diff(rw, site.text), PatchPolicy(model_type=model)).diff, tmp_path)
+    [f] = overlay.files
+    assert f.upstream == site.path
+    assert (tmp_path / f.copy).read_text(encoding="utf-8") == rw.new_text

@@ -15,7 +15,6 @@ code).
 from __future__ import annotations
 
 import argparse
-import difflib
 import json
 import sys
 from collections import defaultdict
@@ -25,39 +24,12 @@ HERE = Path(__file__).resolve().parent
 if str(HERE.parent.parent) not in sys.path:  # run as a script from the repo root
     sys.path.insert(0, str(HERE.parent.parent))
 
-from enablebot.fix.overlay import upstream_path  # noqa: E402
-from enablebot.fix.rewrites import Site, load_playbook, matching_entries, propose  # noqa: E402
+from enablebot.fix.rewrites import load_playbook, matching_entries, propose, rewrite_diff  # noqa: E402
+from enablebot.fix.sites import sites_of  # noqa: E402
+from enablebot.results import GraphBreak  # noqa: E402
 from enablebot.versions import current  # noqa: E402
 
 DEFAULT_RESULTS = HERE.parent.parent / "results" / "cpu-dynamo-default" / "results.jsonl"
-
-
-def sites_of(gb: dict, cache: dict[str, str | None]) -> list[Site]:
-    """The break's user stack (outermost first, the break's own frame last) as Sites."""
-    frames = list(gb.get("stack") or [])
-    uf = gb.get("user_frame")
-    if uf and (not frames or (frames[-1].get("filename"), frames[-1].get("lineno")) != (uf.get("filename"), uf.get("lineno"))):
-        frames.append(uf)
-    out = []
-    for f in frames:
-        name = f.get("filename") or ""
-        if name not in cache:
-            up = upstream_path(name) if name else None
-            try:
-                cache[name] = Path(name).read_text(encoding="utf-8") if up else None
-            except OSError:
-                cache[name] = None
-        text = cache[name]
-        up = upstream_path(name) if text is not None else None
-        if text is not None and up:
-            out.append(Site(path=up, text=text, lineno=int(f.get("lineno") or 0), function=str(f.get("function") or "")))
-    return out
-
-
-def unified_diff(path: str, old: str, new: str) -> str:
-    """A rewrite as the unified diff a candidate patch is (a/ b/ upstream paths)."""
-    return "".join(difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True),
-                                        f"a/{path}", f"b/{path}"))
 
 
 def coverage(results: Path, diffs: Path | None = None) -> dict:
@@ -78,7 +50,7 @@ def coverage(results: Path, diffs: Path | None = None) -> dict:
                 continue
             seen.add(key)
             breaks += 1
-            sites = sites_of(gb, cache)
+            sites = sites_of(GraphBreak.from_dict(gb), cache)
             where = (f"{gb.get('registry_id') or gb.get('gb_type', '')[:30]} "
                      f"{Path(uf.get('filename') or '?').name}:{uf.get('lineno')} {uf.get('function')}: "
                      f"`{(uf.get('source') or '').strip()[:70]}`")
@@ -91,7 +63,7 @@ def coverage(results: Path, diffs: Path | None = None) -> dict:
                     old = next(s.text for s in sites if s.path == rw.path)
                     name = f"{rw.entry}__{Path(rw.path).stem}__{rw.function.replace('.', '_')}.diff"
                     diffs.mkdir(parents=True, exist_ok=True)
-                    (diffs / name).write_text(unified_diff(rw.path, old, rw.new_text), encoding="utf-8")
+                    (diffs / name).write_text(rewrite_diff(rw, old), encoding="utf-8")
             if not matched:
                 unmatched[where].add(r["model_type"])
     shown = results.resolve()
@@ -105,8 +77,9 @@ def coverage(results: Path, diffs: Path | None = None) -> dict:
 
 def render(cov: dict) -> str:
     out = [f"# Playbook coverage of {cov['results']}", "",
-           f"Versions of the pass: {', '.join(cov['versions'])}. Distinct breaks (model type, id, frame): {cov['breaks']}.",
-           "", "| entry | rewrite | model types with a proposed rewrite | model types matched (idea) |", "|---|---|---|---|"]
+           f"Versions of the pass: {', '.join(cov['versions'])}. "
+           f"Distinct breaks (model type, id, frame): {cov['breaks']}.", "",
+           "| entry | rewrite | model types with a proposed rewrite | model types matched (idea) |", "|---|---|---|---|"]
     for eid, e in cov["entries"].items():
         rw_types = sorted({t for ts in e["rewritten"].values() for t in ts})
         idea_types = sorted({t for ts in e["sites"].values() for t in ts})

@@ -14,6 +14,7 @@ Pure functions: the caller reads the files (a `Site` carries the installed text)
 from __future__ import annotations
 
 import ast
+import difflib
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -132,6 +133,13 @@ def propose(gb_type: str, registry_id: str | None, sites: list[Site],
             out.append(Rewrite(entry=e.id, path=site.path, new_text=edit.new_text, function=edit.function,
                                note=edit.note))
     return out
+
+
+def rewrite_diff(rewrite: Rewrite, old_text: str) -> str:
+    """The rewrite as a unified diff with a/ b/ upstream paths: what patchguard.check_patch and
+    overlay.build_overlay take, like an LLM candidate (`old_text` is the site's `text`)."""
+    return "".join(difflib.unified_diff(old_text.splitlines(keepends=True), rewrite.new_text.splitlines(keepends=True),
+                                        f"a/{rewrite.path}", f"b/{rewrite.path}"))
 
 
 def _innermost_first(sites: list[Site]) -> list[Site]:
@@ -375,7 +383,8 @@ def _is_tensor_truth(expr: ast.expr) -> bool:
     of a whole-tensor reduction, which Dynamo can only branch on by breaking the graph."""
     if isinstance(expr, ast.UnaryOp) and isinstance(expr.op, ast.Not):
         expr = expr.operand
-    if not (isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and expr.func.attr in _TENSOR_REDUCTIONS):
+    if not (isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute)
+            and expr.func.attr in _TENSOR_REDUCTIONS):
         return False
     if _is_name(expr.func.value, "torch"):
         return len(expr.args) == 1 and not expr.keywords
@@ -404,7 +413,9 @@ def branch_to_where(site: Site) -> Edit | None:
     if loc is None or not isinstance(loc.stmt, ast.If) or loc.stmt.orelse:
         return None
     stmt, func = loc.stmt, loc.func
-    if not (stmt.test.lineno <= site.lineno <= (stmt.test.end_lineno or stmt.lineno)) or not _is_tensor_truth(stmt.test):
+    if not (stmt.test.lineno <= site.lineno <= (stmt.test.end_lineno or stmt.lineno)):
+        return None
+    if not _is_tensor_truth(stmt.test):
         return None
     if "torch" not in _module_names(loc.tree):
         return None
@@ -508,8 +519,8 @@ class _Dense(ast.NodeTransformer):
             return ast.copy_location(ast.Name(id=self.e, ctx=ast.Load()), node)
         sl = node.slice
         if (self.tok and isinstance(sl, ast.Tuple) and len(sl.elts) in (2, 3) and _is_name(sl.elts[0], self.tok)
-                and _is_name(sl.elts[1], self.pos) and (len(sl.elts) == 2 or
-                                                         (isinstance(sl.elts[2], ast.Constant) and sl.elts[2].value is None))):
+                and _is_name(sl.elts[1], self.pos)
+                and (len(sl.elts) == 2 or (isinstance(sl.elts[2], ast.Constant) and sl.elts[2].value is None))):
             w = ast.unparse(node.value)
             # Dense per-token weight of this expert: sum over the top-k slots that chose it.
             dense = f"({w} * {self.mask}[{self.e}].transpose(0, 1).to({w}.dtype)).sum(dim=-1)"
