@@ -358,3 +358,14 @@ def test_rewrite_diff_applies_in_an_overlay_to_the_rewritten_text(model, needle,
     [f] = overlay.files
     assert f.upstream == site.path
     assert (tmp_path / f.copy).read_text(encoding="utf-8") == rw.new_text
+
+
+def test_baseline_contextvar_break_innermost_site_is_the_get_not_the_user_frame():
+    """mistral3's GB0156: the recorded user frame is a caller (pixtral's attention call); the
+    innermost frame of the stack is the ContextVar.get() the idea is about."""
+    gb = _baseline_break("mistral3", "GB0156")
+    sites = _sites(gb)
+    assert sites[-1].path == "src/transformers/utils/output_capturing.py" and sites[-1].function == "get"
+    ideas = [e.id for e in matching_entries(gb["gb_type"], gb["registry_id"], sites, load_playbook())]
+    assert ideas == ["contextvar-get-hoist"]
+    assert propose(gb["gb_type"], gb["registry_id"], sites, load_playbook()) == []

@@ -101,7 +101,9 @@ def _text(v: object) -> str:
 
 def matching_entries(gb_type: str, registry_id: str | None, sites: list[Site],
                      playbook: list[PlaybookEntry]) -> list[PlaybookEntry]:
-    """Entries keyed on this break whose code pattern is at one of the sites (for the prompt)."""
+    """Entries keyed on this break whose code pattern is at the break (for the prompt): a rewrite
+    entry when its codemod matches at some frame, an idea-only entry when its `site_regex`
+    matches the statement of the innermost frame. `sites` are outermost first."""
     out = []
     for e in playbook:
         if not e.keyed_on(gb_type, registry_id):
@@ -109,8 +111,9 @@ def matching_entries(gb_type: str, registry_id: str | None, sites: list[Site],
         if e.rewrite is not None:
             hit = any(CODEMODS[e.rewrite](s) is not None for s in _innermost_first(sites))
         else:
+            # An idea names the code at the break itself: the innermost frame, not its callers.
             rx = re.compile(e.site_regex or "")
-            hit = any(rx.search(_statement_text(s)) for s in sites)
+            hit = bool(sites) and bool(rx.search(_statement_text(sites[-1])))
         if hit:
             out.append(e)
     return out

@@ -11,10 +11,12 @@ from .rewrites import Site
 
 
 def frames_of(gb: GraphBreak) -> list[UserFrame]:
-    """Outermost first, the break's own frame last (appended when the stack lacks it)."""
+    """Outermost first, the innermost frame last. The user frame is appended only when the stack
+    lacks it: it can be a caller in the stack (the last model-code frame above a transformers
+    utility, e.g. a ContextVar.get() in utils/output_capturing.py), not the innermost frame."""
     frames = list(gb.stack)
     uf = gb.user_frame
-    if uf and (not frames or (frames[-1].filename, frames[-1].lineno) != (uf.filename, uf.lineno)):
+    if uf and not any((f.filename, f.lineno) == (uf.filename, uf.lineno) for f in frames):
         frames.append(uf)
     return frames
 
