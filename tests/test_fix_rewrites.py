@@ -369,3 +369,19 @@ def test_baseline_contextvar_break_innermost_site_is_the_get_not_the_user_frame(
     ideas = [e.id for e in matching_entries(gb["gb_type"], gb["registry_id"], sites, load_playbook())]
     assert ideas == ["contextvar-get-hoist"]
     assert propose(gb["gb_type"], gb["registry_id"], sites, load_playbook()) == []
+
+
+def test_experts_implementation_idea_only_for_the_standard_layout_without_the_decorator():
+    book = load_playbook()
+    # mixtral's class has the layout and the decorator; dbrx has fused w1/v1/w2; switch a ModuleDict
+    for model in ("mixtral", "dbrx", "switch_transformers", "openai_privacy_filter"):
+        _, site = _site(model, "expert_hit = ")
+        ids = [e.id for e in matching_entries("Dynamic shape operator", "GB0036", [site], book)]
+        assert "dense-experts" in ids and "experts-implementation" not in ids, model
+    # the same class without its decorator is what the idea is for
+    _, site = _site("mixtral", "expert_hit = ")
+    text = site.text.replace("@use_experts_implementation\nclass MixtralExperts", "class MixtralExperts")
+    assert text != site.text
+    undecorated = Site(site.path, text, site.lineno - 1, site.function)
+    ids = [e.id for e in matching_entries("Dynamic shape operator", "GB0036", [undecorated], book)]
+    assert "experts-implementation" in ids

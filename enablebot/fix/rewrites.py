@@ -58,6 +58,7 @@ class PlaybookEntry:
     after: str = ""
     rewrite: str | None = None
     site_regex: str | None = None  # for idea-only entries: the break statement's text must match
+    check: str | None = None  # for idea-only entries: a predicate in CHECKS the innermost site must pass too
     caveat: str = ""
 
     def keyed_on(self, gb_type: str, registry_id: str | None) -> bool:
@@ -81,12 +82,14 @@ def load_playbook(path: str | Path | None = None) -> list[PlaybookEntry]:
                           source=_text(item["source"]), gb_ids=tuple(str(g) for g in item.get("gb_ids") or ()),
                           gb_types=tuple(str(g) for g in item.get("gb_types") or ()),
                           before=str(item.get("before") or ""), after=str(item.get("after") or ""),
-                          rewrite=item.get("rewrite"), site_regex=item.get("site_regex"),
+                          rewrite=item.get("rewrite"), site_regex=item.get("site_regex"), check=item.get("check"),
                           caveat=_text(item.get("caveat") or ""))
         if not (e.gb_ids or e.gb_types):
             raise PlaybookError(f"playbook entry {e.id!r} has neither gb_ids nor gb_types")
         if e.rewrite is not None and e.rewrite not in CODEMODS:
             raise PlaybookError(f"playbook entry {e.id!r}: no codemod named {e.rewrite!r} (have {sorted(CODEMODS)})")
+        if e.check is not None and e.check not in CHECKS:
+            raise PlaybookError(f"playbook entry {e.id!r}: no check named {e.check!r} (have {sorted(CHECKS)})")
         if e.rewrite is None and not e.site_regex:
             raise PlaybookError(f"playbook entry {e.id!r}: an idea-only entry needs a site_regex")
         if any(o.id == e.id for o in out):
@@ -114,6 +117,7 @@ def matching_entries(gb_type: str, registry_id: str | None, sites: list[Site],
             # An idea names the code at the break itself: the innermost frame, not its callers.
             rx = re.compile(e.site_regex or "")
             hit = bool(sites) and bool(rx.search(_statement_text(sites[-1])))
+            hit = hit and (e.check is None or CHECKS[e.check](sites[-1]))
         if hit:
             out.append(e)
     return out
@@ -627,6 +631,38 @@ def _parent_body(func: ast.AST, child: ast.stmt) -> list[ast.stmt] | None:
             if isinstance(body, list) and child in body:
                 return body
     return None
+
+
+# --- checks for idea-only entries ---------------------------------------------------------------
+
+def _enclosing_class(tree: ast.Module, func: ast.AST) -> ast.ClassDef | None:
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef) and func in node.body:
+            return node
+    return None
+
+
+def experts_layout_without_decorator(site: Site) -> bool:
+    """The break's class stores its experts as 3-D `gate_up_proj` / `down_proj` parameters (the
+    layout `@use_experts_implementation` serves) and lacks that decorator."""
+    loc = _locate(site)
+    cls = _enclosing_class(loc.tree, loc.func) if loc else None
+    if cls is None:
+        return False
+    if any("use_experts_implementation" in ast.unparse(d) for d in cls.decorator_list):
+        return False
+    params = set()
+    for node in ast.walk(cls):
+        if (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Attribute)
+                and _is_name(node.targets[0].value, "self") and isinstance(node.value, ast.Call)
+                and ast.unparse(node.value.func).endswith("Parameter")):
+            params.add(node.targets[0].attr)
+    return {"gate_up_proj", "down_proj"} <= params or {"up_proj", "down_proj"} <= params
+
+
+CHECKS: dict[str, Callable[[Site], bool]] = {
+    "experts-layout-without-decorator": experts_layout_without_decorator,
+}
 
 
 CODEMODS: dict[str, Callable[[Site], Edit | None]] = {
