@@ -201,6 +201,9 @@ def test_dense_experts_openai_privacy_filter_same_output(tmp_path, monkeypatch):
     from transformers import OpenAIPrivacyFilterConfig
 
     mod, rw = _dense("openai_privacy_filter")
+    # span edits: the untouched lines of the loop keep their comments and layout
+    assert "            # skip masking index\n" in rw.new_text and "            gate_up = (\n" in rw.new_text
+    assert "expert_idx only have 1 element" not in rw.new_text  # the comment of the deleted `e = e[0]`
     new = _load(mod, rw.new_text, tmp_path, monkeypatch)
     cfg = OpenAIPrivacyFilterConfig(hidden_size=16, intermediate_size=24, num_local_experts=4, num_experts_per_tok=2)
     torch.manual_seed(0)

@@ -14,6 +14,7 @@ Pure functions: the caller reads the files (a `Site` carries the installed text)
 from __future__ import annotations
 
 import ast
+import copy
 import difflib
 import re
 from dataclasses import dataclass, field
@@ -488,6 +489,7 @@ class _Dense(ast.NodeTransformer):
         self.tok: str | None = None  # the token index variable of torch.where
         self.weighted = 0
         self.fail = ""
+        self.edits: list[tuple[str, ast.AST, str]] = []  # (replace | delete, original node, new source)
 
     def _mask_of(self, arg: ast.expr) -> str | None:
         # expert_mask[e] (scalar e) or expert_mask[e].squeeze(0) (one-element e)
@@ -506,6 +508,7 @@ class _Dense(ast.NodeTransformer):
             if self.scalar:
                 self.fail = "the loop variable is indexed twice"
             self.scalar = True
+            self.edits.append(("delete", node, ""))
             return None  # `e = e[0]`: the loop now yields the index itself
         v = node.value
         if (self.mask is None and len(node.targets) == 1 and isinstance(node.targets[0], ast.Tuple)
@@ -515,14 +518,16 @@ class _Dense(ast.NodeTransformer):
             mask = self._mask_of(v.args[0])
             if mask is not None:
                 self.mask, self.pos, self.tok = mask, node.targets[0].elts[0].id, node.targets[0].elts[1].id
-                new = ast.parse(f"{self.tok} = torch.arange({mask}.shape[-1], device={mask}.device)").body[0]
-                return ast.copy_location(new, node)
+                src = f"{self.tok} = torch.arange({mask}.shape[-1], device={mask}.device)"
+                self.edits.append(("replace", node, src))
+                return ast.copy_location(ast.parse(src).body[0], node)
         return self.generic_visit(node)
 
     def visit_Subscript(self, node: ast.Subscript):
         if _is_index0(node, self.e):
             if self.scalar:
                 self.fail = "the scalar loop variable is indexed"
+            self.edits.append(("replace", node, self.e))
             return ast.copy_location(ast.Name(id=self.e, ctx=ast.Load()), node)
         sl = node.slice
         if (self.tok and isinstance(sl, ast.Tuple) and len(sl.elts) in (2, 3) and _is_name(sl.elts[0], self.tok)
@@ -534,6 +539,7 @@ class _Dense(ast.NodeTransformer):
             if len(sl.elts) == 3:
                 dense += "[:, None]"
             self.weighted += 1
+            self.edits.append(("replace", node, dense))
             return ast.copy_location(ast.parse(dense, mode="eval").body, node)
         return self.generic_visit(node)
 
@@ -576,38 +582,66 @@ def dense_experts(site: Site) -> Edit | None:
            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n is not loop.iter):
         return None  # the hit list is used elsewhere
     dense = _Dense(loop.target.id)  # type: ignore[union-attr]
-    new_body = [dense.visit(s) for s in ast.parse(ast.unparse(loop)).body[0].body]  # type: ignore[attr-defined]
-    new_body = [s for s in new_body if s is not None]
+    copied = copy.deepcopy(loop)  # the cached tree is never mutated; positions are kept
+    new_body = [s for s in (dense.visit(s) for s in copied.body) if s is not None]
     if dense.fail or dense.mask is None or dense.weighted == 0 or not new_body:
         return None
     mask = dense.mask
-    new_loop = ast.For(target=ast.Name(id=dense.e, ctx=ast.Store()),
-                       iter=ast.parse(f"range({_num_experts(func, mask)})", mode="eval").body, body=new_body, orelse=[])
+    bound = f"range({_num_experts(func, mask)})"
+    new_loop = ast.For(target=ast.Name(id=dense.e, ctx=ast.Store()), iter=ast.parse(bound, mode="eval").body,
+                       body=new_body, orelse=[])
     ast.fix_missing_locations(new_loop)
-    indent = _indent_of(loc.lines[loop.lineno - 1])
-    loop_lines = [(indent + ln) if ln.strip() else ln for ln in ast.unparse(new_loop).splitlines()]
-    hit_indent = _indent_of(loc.lines[hit.lineno - 1])
     parent_body = _parent_body(func, hit)
-    hit_lines = [hit_indent + "pass"] if parent_body is not None and len(parent_body) == 1 else []
-    # Splice the later block first so that the earlier line numbers stay valid.
-    spans = sorted([(hit.lineno, hit.end_lineno or hit.lineno, hit_lines),
-                    (loop.lineno, loop.end_lineno or loop.lineno, loop_lines)], reverse=True)
-    if spans[0][0] <= spans[1][1]:
+    sole = parent_body is not None and len(parent_body) == 1
+    edits = dense.edits + [("replace", loop.iter, bound), ("pass" if sole else "delete", hit, "")]
+    text = _apply_spans(loc.lines, edits)
+    if text is None:
         return None
-    lines = list(loc.lines)
-    eol = _eol(lines)
-    for start, end, new in spans:
-        lines[start - 1:end] = [ln + eol for ln in new]
-    text = "".join(lines)
-    edit = _checked(loc, text, f"static loop over all {mask}.shape[0] experts with dense routing weights "
+    edit = _checked(loc, text, f"static loop over all experts ({bound}) with dense routing weights "
                                f"instead of `{ast.unparse(hit.value)}`")
     if edit is None:
         return None
-    # The loop as written must be the loop as built (nothing lost to re-indentation).
+    # The loop as written must be the loop as built: the span edits changed exactly what the
+    # AST transformation did (comments and untouched lines stay as they were).
     new_tree = ast.parse(text)
     if not any(isinstance(n, ast.For) and _same(n, new_loop) for n in ast.walk(new_tree)):
         return None
     return edit
+
+
+def _apply_spans(lines: list[str], edits: list[tuple[str, ast.AST, str]]) -> str | None:
+    """Apply (replace | delete | pass, node, source) edits at the nodes' exact source spans.
+    `delete` removes a statement's whole lines and the comment lines right above it (they
+    describe it); `pass` replaces a statement that is alone in its block. Works on UTF-8 bytes,
+    the unit of ast's column offsets. None when edits overlap or a statement shares its lines."""
+    raw = [ln.encode("utf-8") for ln in lines]
+    starts = [0]
+    for ln in raw:
+        starts.append(starts[-1] + len(ln))
+    data = b"".join(raw)
+    spans: list[tuple[int, int, bytes]] = []
+    for kind, node, src in edits:
+        lo = starts[node.lineno - 1] + node.col_offset  # type: ignore[attr-defined]
+        hi = starts[node.end_lineno - 1] + node.end_col_offset  # type: ignore[attr-defined]
+        if kind == "replace":
+            spans.append((lo, hi, src.encode("utf-8")))
+            continue
+        first, last = node.lineno - 1, node.end_lineno - 1  # type: ignore[attr-defined]
+        if raw[first][: node.col_offset].strip() or raw[last][node.end_col_offset:].split(b"#")[0].strip():  # type: ignore[attr-defined]
+            return None  # another statement on the same line
+        if kind == "pass":
+            spans.append((lo, hi, b"pass"))
+            continue
+        while first > 0 and raw[first - 1].strip().startswith(b"#"):
+            first -= 1
+        spans.append((starts[first], starts[last + 1], b""))
+    spans.sort()
+    for (_, hi, _), (lo, _, _) in zip(spans, spans[1:]):
+        if lo < hi:
+            return None
+    for lo, hi, new in reversed(spans):
+        data = data[:lo] + new + data[hi:]
+    return data.decode("utf-8")
 
 
 def _num_experts(func: ast.AST, mask: str) -> str:
