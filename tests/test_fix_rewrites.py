@@ -86,6 +86,8 @@ def test_playbook_loads_and_every_entry_has_a_source_and_a_known_rewrite():
         assert e.rewrite is not None or e.site_regex, e.id
     # every codemod is reachable from some entry
     assert set(CODEMODS) <= {e.rewrite for e in book}
+    text = next(e for e in book if e.id == "dense-experts").prompt_text()
+    assert text.startswith("Fix idea `dense-experts`:") and "Before:\n" in text and "After:\n" in text
 
 
 def test_playbook_refuses_an_unknown_codemod_and_an_entry_without_source(tmp_path):

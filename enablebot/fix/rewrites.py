@@ -6,8 +6,9 @@ GB id / type AND on the code at the break site, and entries with a `rewrite` nam
 here that turns the installed source into a candidate. The candidate is untrusted like any
 LLM patch: the verifier judges it. Keys are code patterns, never model names.
 
-Codemods locate with `ast` and edit whole lines of the enclosing function, so the rest of
-the file stays byte-for-byte; each result must parse and differ only inside that function.
+Codemods locate with `ast` and edit the source of the enclosing function only (whole lines, or
+the exact spans of the nodes they change), so the rest of the file stays byte-for-byte; each
+result must parse and differ only inside that function.
 Pure functions: the caller reads the files (a `Site` carries the installed text).
 """
 
@@ -61,6 +62,15 @@ class PlaybookEntry:
     site_regex: str | None = None  # for idea-only entries: the break statement's text must match
     check: str | None = None  # for idea-only entries: a predicate in CHECKS the innermost site must pass too
     caveat: str = ""
+
+    def prompt_text(self) -> str:
+        """The entry as the agent's prompt shows it: the idea with its generic example."""
+        parts = [f"Fix idea `{self.id}`: {self.idea}"]
+        if self.caveat:
+            parts.append(f"Caveat: {self.caveat}")
+        if self.before and self.after:
+            parts.append(f"Before:\n{self.before.rstrip()}\nAfter:\n{self.after.rstrip()}")
+        return "\n".join(parts)
 
     def keyed_on(self, gb_type: str, registry_id: str | None) -> bool:
         if registry_id and registry_id in self.gb_ids:
@@ -237,8 +247,13 @@ def _head_end(stmt: ast.stmt) -> int:
 def _module_names(tree: ast.Module) -> set[str]:
     """Names bound by module-level imports (`import torch`, `from ...utils import x as y`)."""
     names: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
+    todo: list[ast.AST] = list(tree.body)
+    while todo:  # module level, inside `if` / `try` blocks too, not inside functions or classes
+        node = todo.pop()
+        if isinstance(node, (ast.If, ast.Try)):
+            todo.extend(node.body + node.orelse + getattr(node, "finalbody", [])
+                        + [s for h in getattr(node, "handlers", []) for s in h.body])
+        elif isinstance(node, ast.Import):
             names.update((a.asname or a.name).split(".")[0] for a in node.names)
         elif isinstance(node, ast.ImportFrom):
             names.update(a.asname or a.name for a in node.names)
