@@ -390,3 +390,13 @@ def test_experts_implementation_idea_only_for_the_standard_layout_without_the_de
     undecorated = Site(site.path, text, site.lineno - 1, site.function)
     ids = [e.id for e in matching_entries("Dynamic shape operator", "GB0036", [undecorated], book)]
     assert "experts-implementation" in ids
+
+
+def test_idea_entries_tell_a_numpy_draw_from_a_tensor_item():
+    book = load_playbook()
+    _, site = _site("wav2vec2", "epsilon = np.random.rand(1).item()")
+    ideas = [e.id for e in matching_entries("Data dependent operator", "GB0033", [site], book)]
+    assert ideas == ["numpy-random-in-forward"]
+    _, site = _site("wav2vec2", "attention_mask.detach().sum(-1).tolist()")
+    ideas = [e.id for e in matching_entries("Data dependent operator", "GB0033", [site], book)]
+    assert ideas == ["item-tolist-to-tensor-ops"]

@@ -126,7 +126,7 @@ def matching_entries(gb_type: str, registry_id: str | None, sites: list[Site],
             hit = any(CODEMODS[e.rewrite](s) is not None for s in _innermost_first(sites))
         else:
             # An idea names the code at the break itself: the innermost frame, not its callers.
-            rx = re.compile(e.site_regex or "")
+            rx = re.compile(e.site_regex or "", re.S)
             hit = bool(sites) and bool(rx.search(_statement_text(sites[-1])))
             hit = hit and (e.check is None or CHECKS[e.check](sites[-1]))
         if hit:
