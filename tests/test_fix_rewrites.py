@@ -1,4 +1,4 @@
-"""The fix playbook and its rewrites (enablebot.fix.rewrites) on the real installed transformers
+"""The fix playbook and its rewrites (enablebot.fix.draft.rewrites) on the real installed transformers
 sources: each codemod matches its pattern on several models, its output parses, changes only
 the target function, and the rewritten code computes what the original did (run on small
 tensors, eager and, for the MoE loop, under torch.compile with fullgraph=True)."""
@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from enablebot.fix.patchguard import PatchPolicy, check_patch
-from enablebot.fix.rewrites import (CODEMODS, PlaybookError, Site, load_playbook, matching_entries, propose,
+from enablebot.fix.judge.patchguard import PatchPolicy, check_patch
+from enablebot.fix.draft.rewrites import (CODEMODS, PlaybookError, Site, load_playbook, matching_entries, propose,
                                     rewrite_diff)
-from enablebot.fix.sites import sites_of
+from enablebot.fix.draft.sites import sites_of
 from enablebot.results import GraphBreak
 
 REPO = Path(__file__).resolve().parent.parent
@@ -355,7 +355,7 @@ def test_baseline_kolibri_unique_tolist_break_gets_an_idea_but_no_rewrite():
     ("switch_transformers", "expert_hit = ", ("Dynamic shape operator", "GB0036")),
     ("led", "logger.warning_once(", ("logging.Logger method", "GB0291"))])
 def test_rewrite_diff_applies_in_an_overlay_to_the_rewritten_text(model, needle, gb, tmp_path):
-    from enablebot.fix.overlay import build_overlay
+    from enablebot.fix.judge.overlay import build_overlay
 
     _, site = _site(model, needle)
     [rw] = propose(gb[0], gb[1], [site], load_playbook())

@@ -5,7 +5,7 @@ the playbook (enablebot/data/playbook.yaml) at the installed sources.
                                                     [--json OUT.json]
 
 For each break (deduplicated by model type, GB id and user frame) it builds the user stack as
-`Site`s from the installed files and asks `enablebot.fix.rewrites` which rewrites propose a
+`Site`s from the installed files and asks `enablebot.fix.draft.rewrites` which rewrites propose a
 candidate and which idea-only entries match. It prints one Markdown table per entry (model
 types and break sites) and the breaks no entry matches. The installed torch / transformers
 must be the pass's versions (checked: a mismatch is an error, a moved line would match wrong
@@ -24,8 +24,8 @@ HERE = Path(__file__).resolve().parent
 if str(HERE.parent.parent) not in sys.path:  # run as a script from the repo root
     sys.path.insert(0, str(HERE.parent.parent))
 
-from enablebot.fix.rewrites import load_playbook, matching_entries, propose, rewrite_diff  # noqa: E402
-from enablebot.fix.sites import sites_of  # noqa: E402
+from enablebot.fix.draft.rewrites import load_playbook, matching_entries, propose, rewrite_diff  # noqa: E402
+from enablebot.fix.draft.sites import sites_of  # noqa: E402
 from enablebot.results import GraphBreak  # noqa: E402
 from enablebot.versions import current  # noqa: E402
 

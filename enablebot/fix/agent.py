@@ -21,9 +21,10 @@ from .draft.context import BreakContext, Idea, build_context
 from .draft.llm import LLMClient
 from .draft.retrieval import Fix, retrieve
 from .draft.search import SearchOptions, SearchResult, search
+from .draft.sites import sites_of
 from .judge.patchguard import PatchPolicy, frame_files
 from .judge.pipeline import Verify, make_judge
-from .sources import SourceNotFound, read_upstream, upstream_path
+from .sources import SourceNotFound, read_upstream
 
 
 @dataclass
@@ -50,7 +51,7 @@ def run_agent(baseline: RunResult, cluster: Cluster, *, llm: LLMClient | None, v
     o = opts or AgentOptions()
     policy = PatchPolicy(model_type=baseline.model_type, frame_files=frame_files(cluster.breaks))
     playbook = rw.load_playbook()
-    sites = _sites(cluster)
+    sites = sites_of(cluster.lead)  # outermost first, with each file's text
     entries = rw.matching_entries(cluster.ref.gb_type, cluster.ref.registry_id, sites, playbook) if o.ideas else []
     examples = retrieve(o.history, cluster.ref.registry_id, cluster.ref.gb_type, exclude_models=o.exclude_models,
                         exclude_patches=o.exclude_patches)
@@ -69,26 +70,6 @@ def run_agent(baseline: RunResult, cluster: Cluster, *, llm: LLMClient | None, v
         if j.overlay_dir and j is not winner:
             shutil.rmtree(j.overlay_dir, ignore_errors=True)
     return AgentRun(result=result, winner=winner, context=ctx, policy=policy)
-
-
-def _sites(cluster: Cluster) -> list[rw.Site]:
-    """Every model-code frame of the cluster's breaks, innermost first, with its file's text."""
-    out: list[rw.Site] = []
-    texts: dict[str, str] = {}
-    for gb in cluster.breaks:
-        for f in [gb.user_frame, *reversed(gb.stack)]:
-            up = upstream_path(f.filename) if f is not None else None
-            if not up or not up.startswith("src/transformers/"):
-                continue
-            if up not in texts:
-                try:
-                    texts[up] = read_upstream(up)
-                except (SourceNotFound, OSError):
-                    continue
-            site = rw.Site(path=up, text=texts[up], lineno=f.lineno, function=f.function)
-            if site not in out:
-                out.append(site)
-    return out
 
 
 def _editable(policy: PatchPolicy, ctx: BreakContext) -> dict[str, str]:

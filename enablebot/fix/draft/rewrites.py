@@ -25,7 +25,7 @@ from typing import Callable
 
 import yaml
 
-from ..shipped import package_data
+from ...shipped import package_data
 
 DEFAULT_PLAYBOOK = package_data("data", "playbook.yaml")
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..results import GraphBreak, UserFrame
-from .overlay import upstream_path
+from ...results import GraphBreak, UserFrame
+from ..sources import upstream_path
 from .rewrites import Site
 
 
