@@ -22,14 +22,16 @@ def load_results(path: Path) -> dict[str, RunResult]:
     if not path.exists():
         return out
     with open(path, encoding="utf-8") as f:
-        for line in f:
+        for n, line in enumerate(f, 1):
             line = line.strip()
             if not line:
                 continue
             try:
-                r = RunResult.from_dict(json.loads(line))
-            except (ValueError, TypeError, KeyError):
+                data = json.loads(line)
+            except ValueError:
                 continue  # a line torn by a kill: the model reruns
+            # A whole line of the wrong shape is no torn write: DataError says where (one line).
+            r = RunResult.from_dict(data, where=f"{path}: line {n}")
             out[r.key] = r
     return out
 
