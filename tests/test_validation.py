@@ -21,6 +21,7 @@ from enablebot.model.registry import Registry, RegistryError
 from enablebot.results import RunResult
 from enablebot.sweep.baseline import Baseline
 from enablebot.sweep.checkpoint import load_results
+from enablebot.verdict import Verdict
 
 ROOT = Path(__file__).resolve().parent.parent
 PASS = ROOT / "results" / "cpu-dynamo" / "results.jsonl"  # the 2,180 results of the CPU Dynamo pass
@@ -103,7 +104,8 @@ def test_run_with_a_bad_registry_prints_the_one_line_error_and_exits_2(tmp_path)
                        cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert p.returncode == 2, p.stdout + p.stderr
     assert p.stderr.strip().startswith("error:") and len(p.stderr.strip().splitlines()) == 1, p.stderr
-    assert "entry llama: field requires: expected a list of strings" in p.stderr and "Traceback" not in p.stderr
+    assert "entry llama: field requires: expected a list of strings, got str 'timm' (a single item is still a list: [timm])" \
+        in p.stderr and "Traceback" not in p.stderr  # [timm] is no markup tag: printed as written
 
 
 # ---- the nightly's settings -----------------------------------------------------------------
@@ -174,3 +176,16 @@ def test_a_bad_baseline_entry_and_a_bad_bundle_name_their_field(tmp_path):
     with pytest.raises(ValueError) as e:
         FixBundle.load(tmp_path / "b")
     assert one_line(e) == f"{tmp_path / 'b' / 'bundle.json'}: field verified: expected true or false, got str 'yes' (write it unquoted)"
+
+
+def test_check_on_a_results_line_of_the_wrong_type_prints_one_line_and_exits_2(tmp_path):
+    lines = PASS.read_text(encoding="utf-8").splitlines()[:2]
+    bad = json.loads(lines[1])
+    bad["verdict"] = ["graph_break"]
+    (tmp_path / "results.jsonl").write_text("\n".join([lines[0], json.dumps(bad)]) + "\n")
+    p = subprocess.run([sys.executable, "-m", "enablebot.cli", "check", str(tmp_path), "--baseline",
+                        str(ROOT / "baselines" / "cpu-dynamo-torch-2.13.0.json")],
+                       cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 2 and "Traceback" not in p.stderr, p.stdout + p.stderr
+    assert p.stderr.strip() == (f"error: {tmp_path / 'results.jsonl'}: line 2: entry {bad['spec']['model_id']}: field verdict: "
+                                "expected a verdict word (" + ", ".join(v.value for v in Verdict) + "), got list ['graph_break']")

@@ -7,7 +7,8 @@ two cannot drift. Re-running is safe: the sweep resumes, a model that already ha
 bundle for these versions is not fixed again, an unchanged PR is not pushed and an unchanged
 dashboard is not edited.
 
-Config (YAML):
+Config (YAML; the sections are typed below: a typo, a wrong type or a choice outside its set fails
+at load, in one line):
     out: nightly                 # results/ and fixes/ go under it
     registry: model_registry.yaml
     baseline_dir: baselines
