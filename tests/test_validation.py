@@ -175,7 +175,8 @@ def test_a_bad_baseline_entry_and_a_bad_bundle_name_their_field(tmp_path):
     (tmp_path / "b" / "bundle.json").write_text(json.dumps(meta))
     with pytest.raises(ValueError) as e:
         FixBundle.load(tmp_path / "b")
-    assert one_line(e) == f"{tmp_path / 'b' / 'bundle.json'}: field verified: expected true or false, got str 'yes' (write it unquoted)"
+    where = tmp_path / "b" / "bundle.json"
+    assert one_line(e) == f"{where}: field verified: expected true or false, got str 'yes' (write it unquoted)"
 
 
 def test_check_on_a_results_line_of_the_wrong_type_prints_one_line_and_exits_2(tmp_path):
