@@ -104,7 +104,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps({
-            "results": str(rel), "lines": lines, "results_loaded": a["n"], "old_commit": OLD, "rounds": args.rounds,
+            "results": str(rel), "lines": lines, "results_loaded": a["n"], "old_commit": OLD,
+            "new_commit": subprocess.run(["git", "-C", str(ROOT), "describe", "--always", "--dirty"],
+                                         capture_output=True, text=True).stdout.strip(), "rounds": args.rounds,
             "repeats": args.repeats, "python": platform.python_version(), "cpus": os.cpu_count(),
             "old": fig["old"], "new": fig["new"], "ratio_old_over_new": ratio}, indent=1) + "\n")
     return 0
