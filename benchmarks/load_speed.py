@@ -57,6 +57,10 @@ def old_package(dest: Path, commit: str = OLD) -> Path:
     return dest
 
 
+def git(*args: str) -> str:
+    return subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True).stdout.strip()
+
+
 def load_once(root: Path, results: Path, repeats: int) -> dict:
     env = {**os.environ, "PYTHONPATH": str(root)}
     out = subprocess.run([sys.executable, "-c", LOAD, str(results), str(repeats)], env=env, cwd=str(root),
@@ -105,8 +109,9 @@ def main(argv: list[str] | None = None) -> int:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps({
             "results": str(rel), "lines": lines, "results_loaded": a["n"], "old_commit": OLD,
-            "new_commit": subprocess.run(["git", "-C", str(ROOT), "describe", "--always", "--dirty"],
-                                         capture_output=True, text=True).stdout.strip(), "rounds": args.rounds,
+            "new_commit": git("rev-parse", "--short", "HEAD"),
+            # the measured code: enablebot/ files that differ from that commit (none: it is the commit's)
+            "new_uncommitted": git("status", "--porcelain", "--", "enablebot").splitlines(), "rounds": args.rounds,
             "repeats": args.repeats, "python": platform.python_version(), "cpus": os.cpu_count(),
             "old": fig["old"], "new": fig["new"], "ratio_old_over_new": ratio}, indent=1) + "\n")
     return 0
