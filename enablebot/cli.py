@@ -67,7 +67,16 @@ def _register_all() -> None:
 
 def main() -> None:
     _register_all()
-    app()
+    try:
+        app()
+    except ValueError as e:
+        from .validate import DataError  # imported here: pydantic is not loaded for --help
+
+        if not isinstance(e, DataError):
+            raise
+        # A file of the wrong shape (results, baseline, bundle): its one line, not a traceback.
+        typer.echo(f"error: {e}", err=True)
+        raise SystemExit(2) from None
 
 
 if __name__ == "__main__":

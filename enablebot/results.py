@@ -1,7 +1,8 @@
 """Typed result objects shared by run, sweep, fix and pr.
 
 Every object round-trips through JSON (`to_dict` / `from_dict`) so that a result
-written by a child process, a shard or an older bot version can be read back.
+written by a child process, a shard or an older bot version can be read back; `from_dict`
+validates (enablebot/validate.py), so a wrong type is an error, never a silently odd value.
 The schema is documented in README.md ("Result schema").
 """
 
@@ -9,36 +10,13 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-import types
-import typing
 from dataclasses import dataclass, field
 from typing import Any
 
+from .validate import DataError, Strict, load_as
 from .verdict import OK_VERDICTS, VERDICTS, Verdict  # noqa: F401 - re-exported for readers of results
 
 SCHEMA_VERSION = 1
-
-
-def _from_value(tp: Any, value: Any) -> Any:
-    """Rebuild a dataclass field value from JSON according to its annotation."""
-    if value is None:
-        return None
-    origin = typing.get_origin(tp)
-    args = typing.get_args(tp)
-    if origin in (typing.Union, types.UnionType):
-        inner = [a for a in args if a is not type(None)]
-        return _from_value(inner[0], value) if len(inner) == 1 else value
-    if origin is list and args:
-        return [_from_value(args[0], v) for v in value]
-    if origin is dict and len(args) == 2:
-        return {k: _from_value(args[1], v) for k, v in value.items()}
-    if dataclasses.is_dataclass(tp):
-        return tp.from_dict(value)
-    if tp is Verdict:
-        return Verdict.of(value)
-    if isinstance(tp, type) and issubclass(tp, enum.Enum):
-        return tp(value)
-    return value
 
 
 def _plain(value: Any) -> Any:
@@ -52,20 +30,17 @@ def _plain(value: Any) -> Any:
     return value
 
 
-class Serializable:
-    """Mixin: `to_dict` and a tolerant `from_dict` (unknown keys are ignored)."""
+class Serializable(Strict):
+    """Mixin: `to_dict`, and a validating `from_dict` (enablebot/validate.py: strict types, no
+    unknown keys; a mismatch raises `DataError`, one line naming the field)."""
 
     def to_dict(self) -> dict[str, Any]:
         return _plain(dataclasses.asdict(self))  # type: ignore[call-overload]
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]):
-        hints = typing.get_type_hints(cls)
-        kwargs = {}
-        for f in dataclasses.fields(cls):  # type: ignore[arg-type]
-            if f.name in data:
-                kwargs[f.name] = _from_value(hints[f.name], data[f.name])
-        return cls(**kwargs)
+    def from_dict(cls, data: dict[str, Any], where: str = ""):
+        """`data` as this class; `where` (a file, a line, an entry) starts the error's one line."""
+        return load_as(cls, data, where)
 
 
 @dataclass
@@ -285,6 +260,16 @@ class RunResult(Serializable):
 
     def __post_init__(self) -> None:
         self.verdict = Verdict.of(self.verdict)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], where: str = "") -> "RunResult":
+        """A stored result; its error also names the item (its model id, when the spec has one)."""
+        try:
+            return load_as(cls, data)
+        except DataError as e:
+            spec = data.get("spec") if isinstance(data, dict) else None
+            model = spec.get("model_id") if isinstance(spec, dict) else None
+            raise e.at(": ".join(w for w in (where, f"entry {model}" if model else "") if w)) from None
 
     def __setattr__(self, name: str, value: Any) -> None:
         # Writers may set a plain word; readers always get a Verdict.

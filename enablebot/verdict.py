@@ -55,6 +55,19 @@ class Verdict(str, Enum):
         except ValueError:
             return cls.CRASH
 
+    @classmethod
+    def __get_pydantic_core_schema__(cls, _source: object, _handler: object) -> object:
+        """Validation of a loaded result (enablebot/validate.py): a word goes through `of`, so the
+        unknown-word rule holds there too; anything but a string is refused."""
+        from pydantic_core import core_schema
+
+        def parse(value: object) -> "Verdict":
+            if not isinstance(value, str):
+                raise ValueError("a verdict word (" + ", ".join(v.value for v in cls) + ")")
+            return cls.of(value)
+
+        return core_schema.no_info_plain_validator_function(parse)
+
     @property
     def traits(self) -> _Traits:
         return _TRAITS[self]

@@ -10,6 +10,7 @@ from typing import List, Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from ..fileio import write_text as write_redacted
 
@@ -37,7 +38,7 @@ def register(app: typer.Typer) -> None:
         try:
             cfg = NightlyConfig.load(config)
         except ConfigError as e:
-            err.print(f"[red]error:[/red] {e}")
+            err.print(f"[red]error:[/red] {escape(str(e))}")  # the message may hold [brackets]: not markup
             raise typer.Exit(2)
         if unsafe_no_sandbox:
             os.environ[UNSAFE_ENV] = "1"

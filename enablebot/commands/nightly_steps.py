@@ -7,7 +7,8 @@ two cannot drift. Re-running is safe: the sweep resumes, a model that already ha
 bundle for these versions is not fixed again, an unchanged PR is not pushed and an unchanged
 dashboard is not edited.
 
-Config (YAML):
+Config (YAML; the sections are typed below: a typo, a wrong type or a choice outside its set fails
+at load, in one line):
     out: nightly                 # results/ and fixes/ go under it
     registry: model_registry.yaml
     baseline_dir: baselines
@@ -25,7 +26,11 @@ import datetime as _dt
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Annotated, Any, Callable, Literal
+
+from pydantic import Field
+
+from ..validate import DataError, Strict, load_as
 
 STEPS = ("watch", "sweep", "merge", "check", "report", "record", "fix", "pr", "dashboard")
 
@@ -34,16 +39,82 @@ class ConfigError(ValueError):
     """The nightly config is unusable; the message says what to change."""
 
 
+# The settings of each section, typed: a typo (`jobz`), a wrong type (`jobs: "8"`) or a choice
+# outside its set (`device: gpu`) is refused at load time, in one line naming the field, instead
+# of a default silently taking its place. An empty section (`sweep:`) means its defaults.
+@dataclass
+class WatchSettings(Strict):
+    limit: int = 100
+    endpoint: str | None = None  # default: HF_ENDPOINT
+
+
+@dataclass
+class SweepSettings(Strict):
+    pass_: Annotated[Literal["build", "dynamo", "inductor"], Field(alias="pass")] = "dynamo"
+    device: Literal["cpu", "cuda"] = "cpu"
+    modes: list[Literal["eval", "train"]] = field(default_factory=lambda: ["eval", "train"])
+    tasks: list[str] = field(default_factory=lambda: ["base", "head"])  # base | head | main | a class name
+    models: list[str] | None = None  # None: every registered architecture
+    jobs: int = 2
+    timeout: float = 300.0  # seconds per model
+    record_task: str = "head"  # the task whose results the registry records (support status)
+
+
+@dataclass
+class FixSettings(Strict):
+    top: int = 5  # clusters of the ranked triage to fix
+    llm_model: str | None = None  # None: recipes only
+    max_total_tokens: int = 200_000
+    backend: str = "inductor"
+    device: Literal["cpu", "cuda"] = "cpu"
+    attempts: int = 3
+    max_clusters: int = 1
+    recipes: bool = True
+    timing: bool = True
+    timeout: float = 900.0
+    heldout: bool = True
+    sample_models: list[str] | None = None  # None: architectures importing the patched file
+    speed_threshold: float = 0.95
+
+
+@dataclass
+class PrSettings(Strict):
+    repos: dict[str, str] = field(default_factory=dict)  # target (model-code, dynamo, ..., *) -> owner/name
+    max_open: int = 5
+    base: str | None = None
+    write_interval: float = 1.0  # seconds between GitHub writes
+
+
+@dataclass
+class DashboardSettings(Strict):
+    repo: str | None = None
+    pr_repos: list[str] = field(default_factory=list)  # default: the PR repositories
+
+
+@dataclass
+class _NightlyFile(Strict):
+    """The config file as written; paths are made relative to it by `NightlyConfig.load`."""
+
+    out: str = "nightly"
+    registry: str | None = None
+    baseline_dir: str = "baselines"
+    watch: WatchSettings = field(default_factory=WatchSettings)
+    sweep: SweepSettings = field(default_factory=SweepSettings)
+    fix: FixSettings = field(default_factory=FixSettings)
+    pr: PrSettings = field(default_factory=PrSettings)
+    dashboard: DashboardSettings = field(default_factory=DashboardSettings)
+
+
 @dataclass
 class NightlyConfig:
     out: Path = Path("nightly")
     registry: Path | None = None
     baseline_dir: Path = Path("baselines")
-    watch: dict[str, Any] = field(default_factory=dict)
-    sweep: dict[str, Any] = field(default_factory=dict)
-    fix: dict[str, Any] = field(default_factory=dict)
-    pr: dict[str, Any] = field(default_factory=dict)
-    dashboard: dict[str, Any] = field(default_factory=dict)
+    watch: WatchSettings = field(default_factory=WatchSettings)
+    sweep: SweepSettings = field(default_factory=SweepSettings)
+    fix: FixSettings = field(default_factory=FixSettings)
+    pr: PrSettings = field(default_factory=PrSettings)
+    dashboard: DashboardSettings = field(default_factory=DashboardSettings)
 
     @property
     def sweep_dir(self) -> Path:
@@ -68,15 +139,15 @@ class NightlyConfig:
             raise ConfigError(f"{p}: cannot read the nightly config ({e})") from e
         if not isinstance(raw, dict):
             raise ConfigError(f"{p}: the nightly config must be a mapping")
-        unknown = set(raw) - {"out", "registry", "baseline_dir", "watch", "sweep", "fix", "pr", "dashboard"}
-        if unknown:
-            raise ConfigError(f"{p}: unknown keys {sorted(unknown)}")
-        raw = _expand(raw)
+        raw = {k: v for k, v in _expand(raw).items() if v is not None}
+        try:
+            doc = load_as(_NightlyFile, raw, str(p))
+        except DataError as e:
+            raise ConfigError(str(e)) from None
         base = p.parent
         rel = (lambda v: None if v is None else (Path(v) if Path(v).is_absolute() else base / v))
-        return NightlyConfig(out=rel(raw.get("out", "nightly")), registry=rel(raw.get("registry")),
-                             baseline_dir=rel(raw.get("baseline_dir", "baselines")),
-                             **{k: dict(raw.get(k) or {}) for k in ("watch", "sweep", "fix", "pr", "dashboard")})
+        return NightlyConfig(out=rel(doc.out), registry=rel(doc.registry), baseline_dir=rel(doc.baseline_dir),
+                             watch=doc.watch, sweep=doc.sweep, fix=doc.fix, pr=doc.pr, dashboard=doc.dashboard)
 
 
 def _expand(node: Any) -> Any:
@@ -109,7 +180,7 @@ def step_watch(cfg: NightlyConfig) -> StepLog:
     from ..model.hub import HubClient
     from ..watch.watcher import watch_once
 
-    rep = watch_once(cfg.registry, HubClient(cfg.watch.get("endpoint")), limit=int(cfg.watch.get("limit", 100)))
+    rep = watch_once(cfg.registry, HubClient(cfg.watch.endpoint), limit=cfg.watch.limit)
     return StepLog("watch", True, f"new architectures: {', '.join(rep.new_architectures) or 'none'}",
                    {"new": list(rep.new_architectures)})
 
@@ -126,13 +197,12 @@ def step_sweep(cfg: NightlyConfig, shard: str | None = None) -> StepLog:
     # Day 0: the installed release's types the registry lacks are registered, then run first.
     if register_new_types(reg, transformers_version=transformers.__version__):
         reg.save()
-    opts = SweepOptions(pass_=s.get("pass", "dynamo"), device=s.get("device", "cpu"),
-                        modes=tuple(s.get("modes", ("eval", "train"))), tasks=tuple(s.get("tasks", ("base", "head"))),
-                        timeout_s=float(s.get("timeout", 300)), registry=str(reg.path))
-    items = first(plan(reg, opts, s.get("models") or None, parse_shard(shard)),
+    opts = SweepOptions(pass_=s.pass_, device=s.device, modes=tuple(s.modes), tasks=tuple(s.tasks),
+                        timeout_s=s.timeout, registry=str(reg.path))
+    items = first(plan(reg, opts, s.models or None, parse_shard(shard)),
                   set(new_in_release(reg, transformers.__version__)))
     out = cfg.sweep_dir if not shard else cfg.out / "results" / f"shard-{shard.split('/')[0]}"
-    stats = run_sweep(items, opts, out, jobs=int(s.get("jobs", 2)))
+    stats = run_sweep(items, opts, out, jobs=s.jobs)
     return StepLog("sweep", True, f"{stats.ran} ran, {stats.skipped_done} already done: {stats.verdicts}",
                    {"ran": stats.ran, "skipped": stats.skipped_done})
 
@@ -185,7 +255,7 @@ def step_record(cfg: NightlyConfig) -> StepLog:
     from ..watch.support import record_status
 
     reg = Registry.load(cfg.registry)
-    task = cfg.sweep.get("record_task", "head")
+    task = cfg.sweep.record_task
     n = 0
     for r in sorted(load_results(cfg.merged_dir / RESULTS_FILE).values(), key=lambda r: r.started_at):
         entry = reg.get(r.spec.model_id)
@@ -216,22 +286,20 @@ def step_fix(cfg: NightlyConfig, say: Callable[[str], None] = lambda _m: None) -
     if not triage.is_file():
         return StepLog("fix", True, "no triage.json: nothing to fix")
     require()  # LLM-written code runs only in the sandbox (or under the loud opt-out)
-    llm = LLMClient.from_env(f.get("llm_model"), budget=Budget(max_total_tokens=f.get("max_total_tokens", 200_000)))
+    llm = LLMClient.from_env(f.llm_model, budget=Budget(max_total_tokens=f.max_total_tokens))
     v = parent_versions()
     have = {"torch": v.torch, "transformers": v.transformers}
     done, fixed = [], []
-    for model in top_models(triage, int(f.get("top", 5))):
+    for model in top_models(triage, f.top):
         prior = [FixBundle.load(d) for d in find_bundles(cfg.fixes_dir / model)]
         if any(b.verified and _same_versions(b.versions, have) for b in prior):
             done.append(model)  # verified for these versions: no second LLM bill, same PR
             continue
-        opts = FixOptions(out_dir=cfg.fixes_dir, from_triage=triage, attempts=int(f.get("attempts", 3)),
-                          max_clusters=int(f.get("max_clusters", 1)), recipes=bool(f.get("recipes", True)),
-                          spec={"device": f.get("device", "cpu"), "backend": f.get("backend", "inductor"),
-                                "timing": bool(f.get("timing", True)), "timeout_s": float(f.get("timeout", 900))},
-                          verify=VerifyOptions(heldout=bool(f.get("heldout", True)),
-                                               sample_models=f.get("sample_models"),
-                                               speed_threshold=float(f.get("speed_threshold", 0.95))))
+        opts = FixOptions(out_dir=cfg.fixes_dir, from_triage=triage, attempts=f.attempts,
+                          max_clusters=f.max_clusters, recipes=f.recipes,
+                          spec={"device": f.device, "backend": f.backend, "timing": f.timing, "timeout_s": f.timeout},
+                          verify=VerifyOptions(heldout=f.heldout, sample_models=f.sample_models,
+                                               speed_threshold=f.speed_threshold))
         try:
             outs = fix_model(model, opts, llm=llm, say=lambda m, model=model: say(f"fix {model}: {m}"))
             fixed += [f"{model}: {o.status}" for o in outs]
@@ -250,10 +318,10 @@ def step_pr(cfg: NightlyConfig) -> StepLog:
     from ..pr.github_client import connect
     from ..pr.publish import NotPrAble, Publisher, plan_pr
 
-    repos = dict(cfg.pr.get("repos") or {})
+    repos = cfg.pr.repos
     if not repos:
         return StepLog("pr", True, "no PR repositories configured")
-    gh = connect(write_interval=float(cfg.pr.get("write_interval", 1.0)))
+    gh = connect(write_interval=cfg.pr.write_interval)
     pubs: dict[str, Publisher] = {}
     outcomes, skipped = [], []
     for d in find_bundles(cfg.fixes_dir):
@@ -267,8 +335,7 @@ def step_pr(cfg: NightlyConfig) -> StepLog:
             skipped.append(f"{d.name}: no repository for target {plan.target}")
             continue
         if target not in pubs:
-            pubs[target] = Publisher(gh.get_repo(target), base=cfg.pr.get("base"),
-                                     max_open=int(cfg.pr.get("max_open", 5)))
+            pubs[target] = Publisher(gh.get_repo(target), base=cfg.pr.base, max_open=cfg.pr.max_open)
         outcomes.append(pubs[target].publish(plan))
     detail = "; ".join([f"{o.fix_key}: {o.action}" for o in outcomes] + [f"skip {s}" for s in skipped])
     return StepLog("pr", True, detail or "no bundles", {"outcomes": [o.to_dict() for o in outcomes]})
@@ -280,12 +347,12 @@ def step_dashboard(cfg: NightlyConfig) -> StepLog:
     from ..pr.body import render_dashboard
     from ..model.registry import Registry
 
-    repo = cfg.dashboard.get("repo")
+    repo = cfg.dashboard.repo
     if not repo:
         return StepLog("dashboard", True, "no dashboard repository configured")
-    gh = connect(write_interval=float(cfg.pr.get("write_interval", 1.0)))
+    gh = connect(write_interval=cfg.pr.write_interval)
     prs = []
-    for r in cfg.dashboard.get("pr_repos") or list(dict.fromkeys((cfg.pr.get("repos") or {}).values())) or [repo]:
+    for r in cfg.dashboard.pr_repos or list(dict.fromkeys(cfg.pr.repos.values())) or [repo]:
         prs.extend(bot_prs(gh.get_repo(r)))
     triage = cfg.merged_dir / "triage.json"
     body = render_dashboard(arch_rows(Registry.load(cfg.registry)), load_clusters(triage if triage.is_file() else None),

@@ -7,6 +7,7 @@ from typing import Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from .choices import TASK_HELP, Device, Dtype, Mode, Pass, Scenario, Size, parse_task, require_device
 
@@ -50,7 +51,7 @@ def register(app: typer.Typer) -> None:
         try:
             reg = Registry.load(registry)
         except RegistryError as e:
-            err.print(f"[red]error:[/red] {e}")
+            err.print(f"[red]error:[/red] {escape(str(e))}")  # the message may hold [brackets]: not markup
             raise typer.Exit(2)
         # The child resolves the id (its first stage): this process never imports torch or
         # transformers, which would cost a second import of both (harness overhead).

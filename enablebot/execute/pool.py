@@ -31,6 +31,7 @@ from .isolation import failed_result, log_tail
 from .worker import serve
 from ..results import ErrorInfo, RunResult, RunSpec
 from .sandbox import Limits
+from ..validate import DataError
 
 
 @dataclass
@@ -152,6 +153,10 @@ class WorkerPool:
                 return RunResult.from_dict(w.conn.recv())
             except (EOFError, OSError):
                 pass  # died while sending: a crash, below
+            except DataError as e:  # a result of the wrong shape: that item crashed (as in isolation), the sweep goes on
+                info = ErrorInfo("child", "DataError", f"unreadable result: {e}")
+                return failed_result(w.spec, "crash", info, _tail_since(w.log_path, w.log_offset),
+                                     round(time.time() - w.started, 3))
         elif w.proc.sentinel not in ready and time.time() < w.started + w.spec.timeout_s:
             return None
         elapsed = round(time.time() - w.started, 3)

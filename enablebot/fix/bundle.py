@@ -21,6 +21,7 @@ from typing import Any
 
 from ..fileio import atomic_write_text
 from ..results import Serializable
+from ..validate import read_json
 
 TARGETS = ("dynamo", "inductor", "model-code", "config")
 
@@ -75,7 +76,7 @@ class FixBundle(Serializable):
         meta = d / "bundle.json"
         if not meta.is_file():
             raise FileNotFoundError(f"{d} is not a fix bundle (no bundle.json); run `enablebot fix` first")
-        return FixBundle.from_dict(json.loads(meta.read_text(encoding="utf-8")))
+        return FixBundle.from_dict(read_json(meta), where=str(meta))
 
     def save(self, directory: str | Path) -> None:
         d = Path(directory)

@@ -33,6 +33,7 @@ import yaml
 from ..fileio import atomic_write_text
 from ..results import Serializable
 from ..shipped import shipped
+from ..validate import DataError, Strict, load_as
 
 REGISTRY_SCHEMA_VERSION = 1
 STATE_SCHEMA_VERSION = 1
@@ -143,19 +144,24 @@ class Registry:
             data = yaml.load(p.read_text(encoding="utf-8"), Loader=_LOADER) or {}
         except yaml.YAMLError as e:
             raise RegistryError(f"{p}: not valid YAML ({e}); fix or restore it from git") from e
-        if not isinstance(data, dict) or not isinstance(data.get("architectures", {}), dict):
-            raise RegistryError(f"{p}: expected a mapping with an 'architectures' mapping")
-        state = _load_state(state_path(p))
-        states = state.get("architectures") or {}
+        doc = _load_doc(_RegistryFile, data, p)
+        sp = state_path(p)
+        state = _load_doc(_StateFile, _load_state(sp), sp)
         entries = {}
-        for mt, raw in (data.get("architectures") or {}).items():
-            raw = dict(raw or {})
+        for mt, raw in doc.architectures.items():
+            fields = dict(raw or {})
+            if "model_type" in fields:
+                raise RegistryError(f"{p}: entry {mt}: field model_type: unknown key (the entry's name is its model_type)")
+            fields["model_type"] = mt
             # Older registries kept state inline; the state file wins where both have it.
-            raw.update(states.get(str(mt)) or {})
-            raw["model_type"] = str(mt)
-            entries[str(mt)] = ArchEntry.from_dict(raw)
-        meta = {**dict(data.get("meta") or {}), **dict(state.get("meta") or {})}
-        return cls(path=p, entries=entries, meta=meta)
+            observed = state.architectures.get(mt) or {}
+            if observed:
+                _check_state_entry(sp, mt, observed)
+            try:
+                entries[mt] = ArchEntry.from_dict({**fields, **observed})
+            except DataError as e:
+                raise RegistryError(str(e.at(f"{p}: entry {mt}"))) from None
+        return cls(path=p, entries=entries, meta={**doc.meta, **state.meta})
 
     @classmethod
     def load_cached(cls, path: str | os.PathLike | None = None) -> "Registry":
@@ -218,6 +224,44 @@ class Registry:
             atomic_write_text(target, text)
             wrote = True
         return wrote
+
+
+@dataclass
+class _RegistryFile(Strict):
+    """model_registry.yaml's top level; each entry is validated as an `ArchEntry` on its own,
+    so an error names it."""
+
+    schema_version: int = REGISTRY_SCHEMA_VERSION
+    architectures: dict[str, dict[str, Any] | None] = field(default_factory=dict)
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class _StateFile(Strict):
+    """model_registry.state.json's top level."""
+
+    schema_version: int = STATE_SCHEMA_VERSION
+    architectures: dict[str, dict[str, Any]] = field(default_factory=dict)
+    meta: dict[str, Any] = field(default_factory=dict)  # the watcher's cursor (watch/watcher.py reads it)
+
+
+def _load_doc(cls: type, data: Any, path: Path) -> Any:
+    try:
+        return load_as(cls, data, str(path), entries="architectures")
+    except DataError as e:
+        raise RegistryError(str(e)) from None
+
+
+def _check_state_entry(path: Path, mt: str, observed: dict[str, Any]) -> None:
+    """A state entry holds only machine state, checked against ArchEntry's types: its error
+    names the state file, not the registry."""
+    for k in observed:
+        if k not in STATE_FIELDS:
+            raise RegistryError(f"{path}: entry {mt}: field {k}: unknown key (the state file holds {', '.join(STATE_FIELDS)})")
+    try:
+        ArchEntry.from_dict({"model_type": mt, **observed})
+    except DataError as e:
+        raise RegistryError(str(e.at(f"{path}: entry {mt}"))) from None
 
 
 def _load_state(path: Path) -> dict[str, Any]:

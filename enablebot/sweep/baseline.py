@@ -15,6 +15,7 @@ from pathlib import Path
 
 from ..fileio import atomic_write_text
 from ..results import RunResult, Serializable
+from ..validate import load_as
 from ..verdict import Verdict
 
 
@@ -50,11 +51,13 @@ class Baseline(Serializable):
     @staticmethod
     def load(path: Path) -> "Baseline":
         try:
-            return Baseline.from_dict(json.loads(Path(path).read_text(encoding="utf-8")))
+            data = json.loads(Path(path).read_text(encoding="utf-8"))
         except FileNotFoundError:
             raise FileNotFoundError(f"{path}: no such baseline; create it with `enablebot check RESULTS --baseline {path} --update`")
-        except (ValueError, TypeError) as e:
-            raise ValueError(f"{path}: not a baseline file ({e})") from e
+        except ValueError as e:
+            raise ValueError(f"{path}: not a baseline file (not JSON: {e})") from e
+        # A wrong field raises DataError (a ValueError): `FILE: entry KEY: field F: expected ...`.
+        return load_as(Baseline, data, str(path), entries="entries")
 
     def save(self, path: Path) -> None:
         d = self.to_dict()

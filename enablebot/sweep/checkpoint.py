@@ -22,10 +22,10 @@ def read_result_rows(path: Path) -> list[tuple[RunResult, dict[str, Any]]]:
     raises jsonl.JsonlError naming file:line."""
     rows = []
     for no, d in jsonl.read(path).records:
-        try:
-            rows.append((RunResult.from_dict(d), d))
-        except (ValueError, TypeError, KeyError, AttributeError) as e:
-            raise jsonl.JsonlError(path, no, f"not a result record ({type(e).__name__}: {e})") from None
+        if not isinstance(d, dict):
+            raise jsonl.JsonlError(path, no, f"not a result record (a JSON {type(d).__name__}, not an object)")
+        # A whole line of the wrong shape is no torn write: DataError names file, line, entry and field.
+        rows.append((RunResult.from_dict(d, where=f"{path}: line {no}"), d))
     return rows
 
 

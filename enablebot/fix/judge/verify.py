@@ -31,6 +31,7 @@ from typing import Any, Callable
 
 from ...fileio import atomic_write_text
 from ...results import Numerics, RunResult, RunSpec, Serializable, Timing
+from ...validate import read_json
 from ..bundle import ClusterRef, FixBundle, Snapshot, read_patch
 from . import gates
 from ..clusters import clusters_of, count_in, key_of
@@ -95,7 +96,8 @@ class Verification(Serializable):
 
     @staticmethod
     def load(directory: str | Path) -> "Verification":
-        return Verification.from_dict(json.loads((Path(directory) / "verification.json").read_text(encoding="utf-8")))
+        path = Path(directory) / "verification.json"
+        return Verification.from_dict(read_json(path), where=str(path))
 
 
 @dataclass
