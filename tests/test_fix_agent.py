@@ -180,9 +180,9 @@ def test_first_prompt_has_the_break_site_the_ideas_and_the_format(tmp_path):
     text = user["content"]
     lineno = switch_result().graph_breaks[0].user_frame.lineno
     for needle in ("GB0036", "Dynamic shape operator", "aten.nonzero.default", "capture_dynamic_output_shape_ops",
-                   SWITCH_FILE, "SwitchTransformersExperts.forward", f"{lineno:5d}  ",
+                   SWITCH_FILE, "SwitchTransformersExperts.forward",
                    "expert_hit = torch.greater(expert_mask.sum(dim=(-1, -2)), 0).nonzero()",
-                   f"the break is at line {lineno}", "dense-experts", "Loop over every expert",
+                   f"The break is at line {lineno}: `expert_hit = ", "dense-experts", "Loop over every expert",
                    "torch/_dynamo/", 'gb_type="Dynamic shape operator"', "21 graphs, 22 graph breaks",
                    "did not verify", "torch 2.13.0", "```python"):
         assert needle in text, needle

@@ -80,7 +80,9 @@ def test_nightly_end_to_end_then_a_second_run_changes_nothing(tmp_path, monkeypa
         branch = [b for b in tf.branches() if b.startswith("enablebot/")]
         assert len(branch) == 1
         patched = tf.files_at(f"heads/{branch[0]}")[SW]
-        assert "for expert_idx in range(self.num_experts):" in patched
+        # The playbook's dense-experts rewrite fixes it before the LLM is asked (the PR says so).
+        assert "for expert_idx in range(expert_mask.shape[0]):" in patched and ".nonzero()" not in patched
+        assert "playbook" in pulls[0]["body"] and "dense-experts" in pulls[0]["body"]
         bundle = next((tmp_path / "out" / "fixes" / "switch_transformers").glob("*/verification.json"))
         ver = json.loads(bundle.read_text())
         assert ver["passed"] and ver["patch_sha256"] and sorted(ver["files_sha256"]) == [SW]
@@ -90,6 +92,7 @@ def test_nightly_end_to_end_then_a_second_run_changes_nothing(tmp_path, monkeypa
         assert "sk-local-nightly-key-1" not in (tmp_path / "out").joinpath("fixes").rglob("report.md").__next__().read_text()
         writes_1 = [r for r in gh.requests if r.method in ("POST", "PATCH", "PUT", "DELETE")]
         asked = len(llm.chat_requests)
+        assert asked == 0  # a verified rewrite needs no LLM
 
         second = CliRunner().invoke(_app(), ["nightly", "--config", str(config), "--json", str(tmp_path / "n2.json")])
         assert second.exit_code == 0, second.output

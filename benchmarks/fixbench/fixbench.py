@@ -447,7 +447,14 @@ def main(argv: list[str] | None = None, *, runner: Runner | None = None,
         agent_log.write_text("", encoding="utf-8")
         agent = []
         history = history_for(cases if not a.only else load_cases(a.cases)[1])
-        for case in [c for c in cases if c.group in ("real", "open") and c.expect == "accepted"]:
+        # Every distinct break once (two real cases may pair one break with two upstream answers).
+        todo, seen_breaks = [], set()
+        for c in cases:
+            key = (c.model, c.cluster, json.dumps(c.spec, sort_keys=True))
+            if c.group in ("real", "open") and key not in seen_breaks:
+                seen_breaks.add(key)
+                todo.append(c)
+        for case in todo:
             say(f"agent: {case.id}")
             agent.append(run_agent_case(case, defaults, repro, llm, rounds=a.attempts, samples=a.samples,
                                         history=history, rewrites=not a.no_rewrites))

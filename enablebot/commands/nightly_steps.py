@@ -67,9 +67,11 @@ class FixSettings(Strict):
     max_total_tokens: int = 200_000
     backend: str = "inductor"
     device: Literal["cpu", "cuda"] = "cpu"
-    attempts: int = 3
+    attempts: int = 2  # LLM rounds
+    samples: int = 3  # LLM samples per round; the verifier picks
     max_clusters: int = 1
     recipes: bool = True
+    rewrites: bool = True  # the playbook's rewrites (enablebot/data/playbook.yaml), before the LLM
     timing: bool = True
     timeout: float = 900.0
     heldout: bool = True
@@ -295,8 +297,8 @@ def step_fix(cfg: NightlyConfig, say: Callable[[str], None] = lambda _m: None) -
         if any(b.verified and _same_versions(b.versions, have) for b in prior):
             done.append(model)  # verified for these versions: no second LLM bill, same PR
             continue
-        opts = FixOptions(out_dir=cfg.fixes_dir, from_triage=triage, attempts=f.attempts,
-                          max_clusters=f.max_clusters, recipes=f.recipes,
+        opts = FixOptions(out_dir=cfg.fixes_dir, from_triage=triage, attempts=f.attempts, samples=f.samples,
+                          max_clusters=f.max_clusters, recipes=f.recipes, rewrites=f.rewrites,
                           spec={"device": f.device, "backend": f.backend, "timing": f.timing, "timeout_s": f.timeout},
                           verify=VerifyOptions(heldout=f.heldout, sample_models=f.sample_models,
                                                speed_threshold=f.speed_threshold))

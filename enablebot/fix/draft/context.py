@@ -24,7 +24,7 @@ from . import prompts
 MAX_FUNCTION_LINES = 120  # beyond this, a window around the line instead of the whole function
 WINDOW = 30
 # ~2,500 tokens of context: a 1.5B model on 2 cores reads ~4-10 tokens/s (README, "The fix agent").
-PROMPT_BUDGET_CHARS = 10_000
+PROMPT_BUDGET_CHARS = 8_000
 
 
 @dataclass
@@ -34,9 +34,6 @@ class SourceSnippet:
     end: int
     text: str
     function: str = ""  # qualified name of the enclosing function, when found
-
-    def numbered(self) -> str:
-        return "\n".join(f"{i:5d}  {ln}" for i, ln in enumerate(self.text.splitlines(), self.start))
 
 
 @dataclass
@@ -116,9 +113,14 @@ class BreakContext:
         out: list[tuple[str, str, int]] = []
         for i, s in enumerate(self.sites):
             where = "where the break happens" if i == 0 else "a caller on the break's stack"
-            line = f" (the break is at line {self.user_frame.lineno})" if i == 0 and self.user_frame else ""
+            line = ""
+            if i == 0 and self.user_frame and s.start <= self.user_frame.lineno <= s.end:
+                at = s.text.splitlines()[self.user_frame.lineno - s.start].strip()
+                line = f"\nThe break is at line {self.user_frame.lineno}: `{at}`"
+            # Plain source, no line numbers: a small model copies numbered lines back verbatim.
             out.append((f"frame {s.path}:{s.function}",
-                        f"## {s.path}, `{s.function}`: {where}{line}\n```python\n{s.numbered()}\n```", 0 if i == 0 else 2))
+                        f"## {s.path}, `{s.function}` (lines {s.start}-{s.end}): {where}{line}\n"
+                        f"```python\n{s.text}\n```", 0 if i == 0 else 2))
         if self.ideas:
             parts = ["## How breaks like this are fixed upstream (playbook)"]
             for k in self.ideas:
