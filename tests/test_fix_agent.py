@@ -313,3 +313,29 @@ def test_cluster_selection_and_matching():
     moved = GraphBreak(gb_type="Dynamic shape operator", registry_id="GB0036", count=2,
                        user_frame=UserFrame("/x/modeling_switch_transformers.py", 999, "forward"))
     assert count_in([moved], cluster.ref) == 2  # a patch that moves lines keeps the cluster identity
+
+
+def test_the_drafting_side_and_the_judge_never_import_each_other():
+    """The trust line in the tree: fix/draft/ sees the judge only through the Judge callable it is
+    handed (fix/candidate.py); fix/judge/ never imports the drafter."""
+    root = Path(__file__).resolve().parents[1] / "enablebot" / "fix"
+
+    def imports(path: Path) -> set[str]:
+        import ast
+
+        pkg = "enablebot.fix." + path.parent.name
+        out = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                base = pkg.split(".")[: len(pkg.split(".")) - (node.level - 1)] if node.level else []
+                out.add(".".join(base + ([node.module] if node.module else [])))
+            elif isinstance(node, ast.Import):
+                out.update(a.name for a in node.names)
+        return out
+
+    for side, other in (("draft", "judge"), ("judge", "draft")):
+        files = sorted((root / side).glob("*.py"))
+        assert len(files) >= 5
+        for f in files:
+            bad = [m for m in imports(f) if m.startswith(f"enablebot.fix.{other}")]
+            assert not bad, f"{f.name} imports {bad}"
