@@ -89,7 +89,7 @@ def test_agent_part_is_skipped_without_an_endpoint(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "skipped: --llm-model given but OPENAI_BASE_URL is not set" in proc.stdout
     proc = _bench("--no-verify-cases", "--out", str(tmp_path))
-    assert "skipped: no --llm-model given" in proc.stdout
+    assert "skipped: no --llm-model given (--agent runs the playbook's rewrites alone)" in proc.stdout
 
 
 def test_table_is_rebuilt_from_earlier_case_logs(tmp_path):
@@ -117,13 +117,18 @@ def test_agent_fix_rate_against_the_fake_server(tmp_path):
     hack = (BENCH / "patches" / "hack_suppress_errors.diff").read_text()
     script = [f"```diff\n{hack}```", f"Here:\n```diff\n{case.diff()}```"]
     with FakeOpenAI(script=script, api_key=KEY) as server:
+        # The model alone (the guard-logging rewrite would fix this case before the LLM is asked).
         proc = _bench("--only", case.id, "--no-verify-cases", "--llm-model", "fake-coder", "--attempts", "3",
-                      "--out", str(tmp_path), env={"OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": KEY})
+                      "--samples", "1", "--no-rewrites", "--out", str(tmp_path),
+                      env={"OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": KEY})
         requests = server.chat_requests
     assert proc.returncode == 0, proc.stderr[-3000:]
     data = json.loads((tmp_path / "results.json").read_text())
     (a,) = data["agent"]
-    assert a["fixed"] and a["attempts"] == 2 and a["prompt_tokens"] > 0 and a["completion_tokens"] > 0
+    assert a["fixed"] and a["candidates"] == 2 and a["prompt_tokens"] > 0 and a["completion_tokens"] > 0
+    assert a["source"].startswith("model") and a["applied"] == 2
+    # Leave-one-out: no retrieved fix is this case's own answer or from its own model.
+    assert all(not r.startswith("longformer:") for r in a["retrieved"])
     assert a["stopped"] == "verified" and a["wall_s"] > 0
     assert data["summary"]["agent"]["fix_rate"] == 1.0 and data["summary"]["agent"]["cases"] == 1
     assert "escape_hatches" in requests[1].body["messages"][-1]["content"]

@@ -376,6 +376,9 @@ def main(argv: list[str] | None = None, *, runner: Runner | None = None,
     ap.add_argument("--no-verify-cases", action="store_true", help="only the agent part")
     ap.add_argument("--from-jsonl", type=Path, nargs="*", default=None,
                     help="rebuild the table and results.json from cases.jsonl files of earlier runs (no re-verification)")
+    ap.add_argument("--agent-from-jsonl", type=Path, nargs="*", default=None,
+                    help="rebuild the agent table and results.json from agent_cases.jsonl files of earlier runs "
+                         "(runs split over several processes); their results.json notes are joined")
     a = ap.parse_args(argv)
     for name in ("attempts", "samples", "llm_max_tokens", "llm_timeout", "llm_retries"):
         value = getattr(a, name)
@@ -424,7 +427,15 @@ def main(argv: list[str] | None = None, *, runner: Runner | None = None,
 
     agent: list[AgentCase] | None = None
     llm = None
-    if a.llm_model and not os.environ.get("OPENAI_BASE_URL"):
+    if a.agent_from_jsonl:
+        agent, notes = [], []
+        for path in a.agent_from_jsonl:
+            agent += [AgentCase(**row) for row in jsonl.read_values(path)]
+            summary_file = path.parent / "results.json"
+            if summary_file.is_file():
+                notes.append(json.loads(summary_file.read_text(encoding="utf-8"))["summary"]["agent"]["note"])
+        note = "; ".join(dict.fromkeys(notes)) or "rebuilt from " + ", ".join(map(str, a.agent_from_jsonl))
+    elif a.llm_model and not os.environ.get("OPENAI_BASE_URL"):
         note = "skipped: --llm-model given but OPENAI_BASE_URL is not set (no endpoint)"
     elif not a.llm_model and not a.agent:
         note = "skipped: no --llm-model given (--agent runs the playbook's rewrites alone)"
