@@ -6,6 +6,7 @@ judge guards, applies or verifies; the judge never trusts anything the drafter s
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -40,3 +41,10 @@ class Judgement(Serializable):
 
 
 Judge = Callable[[Candidate], Judgement]
+
+
+def patch_key(diff: str) -> str:
+    """Identity of a candidate: its diff with line endings and trailing blanks normalised (both
+    sides deduplicate with it: the drafter before asking, the judge before verifying)."""
+    norm = "\n".join(ln.rstrip() for ln in diff.replace("\r\n", "\n").strip().splitlines())
+    return hashlib.sha256(norm.encode("utf-8")).hexdigest()

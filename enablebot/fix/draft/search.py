@@ -15,14 +15,13 @@ Every candidate records its source, so a fix rate says what did the work.
 
 from __future__ import annotations
 
-import hashlib
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable
 
 from ...results import Serializable
-from ..candidate import Candidate, Judge, Judgement
+from ..candidate import Candidate, Judge, Judgement, patch_key
 from . import edits as ed
 from . import prompts
 from .context import BreakContext
@@ -101,7 +100,7 @@ def search(ctx: BreakContext, judge: Judge, *, llm: LLMClient | None, rewrites: 
         res.candidates.append(rec)
         if diff is None:
             return False
-        key = _identity(diff)
+        key = patch_key(diff)
         if key in seen:
             rec.duplicate_of = seen[key]  # its judgement is copied once the first one is judged
             return False
@@ -214,11 +213,6 @@ def search(ctx: BreakContext, judge: Judge, *, llm: LLMClient | None, rewrites: 
 def _finish(res: SearchResult) -> SearchResult:
     res.llm_s, res.judge_s = round(res.llm_s, 1), round(res.judge_s, 1)
     return res
-
-
-def _identity(diff: str) -> str:
-    norm = "\n".join(ln.rstrip() for ln in diff.replace("\r\n", "\n").strip().splitlines())
-    return hashlib.sha256(norm.encode("utf-8")).hexdigest()
 
 
 def _retry_text(r: int, tried: list[CandidateRecord]) -> str:

@@ -5,25 +5,18 @@ drafter, and it is parsed and policed before anything is written.
 
 from __future__ import annotations
 
-import hashlib
 import shutil
 import threading
 import time
 from pathlib import Path
 from typing import Callable
 
-from ..candidate import Candidate, Judge, Judgement
+from ..candidate import Candidate, Judge, Judgement, patch_key
 from .overlay import PatchApplyError, build_overlay
 from .patchguard import CheckedPatch, PatchPolicy, PatchRejected, check_patch
 from .verify import Verification
 
 Verify = Callable[[str, CheckedPatch], Verification]
-
-
-def patch_key(diff: str) -> str:
-    """Identity of a candidate: its diff with line endings and trailing blanks normalised."""
-    norm = "\n".join(ln.rstrip() for ln in diff.replace("\r\n", "\n").strip().splitlines())
-    return hashlib.sha256(norm.encode("utf-8")).hexdigest()
 
 
 def make_judge(policy: PatchPolicy, verify: Verify, work_dir: Path) -> Judge:
