@@ -44,7 +44,7 @@ def _opts(tmp_path, **kw):
 
 def test_recipes_only_reports_recipes_that_do_not_help(tmp_path):
     runner = SwitchRunner()
-    (outcome,) = fix_model("switch_transformers", _opts(tmp_path), llm=None, runner=runner)
+    (outcome,) = fix_model("switch_transformers", _opts(tmp_path, rewrites=False), llm=None, runner=runner)
     assert outcome.status == "not_fixed" and "no LLM configured" in outcome.message
     assert [t.id for t in outcome.recipes] == ["capture_dynamic_output_shape_ops", "capture_scalar_and_dynamic_shape_ops"]
     assert not any(t.passed for t in outcome.recipes)
@@ -56,6 +56,18 @@ def test_recipes_only_reports_recipes_that_do_not_help(tmp_path):
     assert "**not fixed**" in report and report.count("does not fix it") == 2
     assert [s.dynamo_config for s in runner.specs] == [{}, {"capture_dynamic_output_shape_ops": True},
                                                        {"capture_scalar_outputs": True, "capture_dynamic_output_shape_ops": True}]
+
+
+def test_without_an_llm_the_playbook_rewrite_is_judged_and_named_in_the_report(tmp_path):
+    runner = SwitchRunner()  # answers like the unpatched model whatever the overlay: the rewrite is not verified
+    (outcome,) = fix_model("switch_transformers", _opts(tmp_path, recipes=False), llm=None, runner=runner)
+    (cand,) = outcome.agent.candidates
+    assert cand.source == "rewrite:dense-experts" and cand.round == 0 and cand.stage == "verify" and not cand.ok
+    assert "cluster_gone" in cand.feedback and outcome.status == "not_fixed"
+    overlays = [s.overlay_dir for s in runner.specs if s.overlay_dir]
+    assert len(overlays) == 1  # the one distinct candidate ran once, in an overlay
+    report = (tmp_path / "out" / "switch_transformers" / "GB0036-modeling_switch_transformers.py-forward" / "report.md").read_text()
+    assert "| 1 | rewrite:dense-experts | 0 | verify | rejected |" in report
 
 
 def test_a_triaged_break_that_does_not_reproduce_is_reported_not_fixed(tmp_path):

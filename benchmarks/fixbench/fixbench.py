@@ -228,7 +228,8 @@ def history_for(cases: list[Case]) -> list[Any]:
 
 
 def run_agent_case(case: Case, defaults: dict[str, Any], repro: Reproductions, llm: Any, *, rounds: int,
-                   samples: int, history: list[Any], rewrites: bool = True) -> AgentCase:
+                   samples: int, history: list[Any], rewrites: bool = True,
+                   bundles: Path | None = None) -> AgentCase:
     """The agent on one case, its answer hidden: it sees what `fix` shows it (the break, the source
     on its call path, the playbook, other cases' fixes but never this model's or this answer),
     never the case's patch or provenance. The same `fix.agent.run_agent` as `enablebot fix`."""
@@ -261,6 +262,8 @@ def run_agent_case(case: Case, defaults: dict[str, Any], repro: Reproductions, l
     run = run_agent(baseline, cluster, llm=llm, verify=verify, work_dir=cand, opts=aopts)
     shutil.rmtree(cand, ignore_errors=True)
     r = run.result
+    if bundles is not None and run.winner is not None and r.best is not None:
+        _save_winner(bundles / case.id, baseline, cluster, run.winner, r, llm)
     out.fixed = r.best is not None
     out.source = r.fix_source
     out.candidates = len(r.candidates)
@@ -281,6 +284,28 @@ def run_agent_case(case: Case, defaults: dict[str, Any], repro: Reproductions, l
     out.llm_s, out.verify_s = r.llm_s, r.judge_s
     out.wall_s = round(time.time() - started, 1)
     return out
+
+
+def _save_winner(bdir: Path, baseline: RunResult, cluster: Any, winner: Any, result: Any, llm: Any) -> None:
+    """The verified winner as a fix bundle (bundle.json, patch.diff, verification.json), the same
+    files `enablebot fix` writes, so `enablebot verify` re-checks it."""
+    import datetime as _dt
+
+    from enablebot.fix.bundle import FixBundle
+    from enablebot.fix.judge.patchguard import target_of
+    from enablebot.fix.judge.verify import snapshot
+    from enablebot.fix.report import repro_command
+
+    ver = winner.verification
+    bdir.mkdir(parents=True, exist_ok=True)
+    (bdir / "patch.diff").write_text(winner.diff or "", encoding="utf-8")
+    FixBundle(fix_key=f"{baseline.spec.model_id}/{cluster.key}", model_id=baseline.spec.model_id, cluster=cluster.ref,
+              target=target_of(winner.files), files=list(winner.files), llm_model=getattr(llm, "model", None),
+              attempts=len(result.candidates), fix_source=result.best.source, verified=True,
+              versions={"torch": baseline.versions.torch, "transformers": baseline.versions.transformers},
+              before=snapshot(baseline, cluster.ref), after=ver.after, repro=repro_command(baseline.spec),
+              created_at=_dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat()).save(bdir)
+    ver.save(bdir)
 
 
 # --- output -----------------------------------------------------------------------------------
@@ -468,7 +493,7 @@ def main(argv: list[str] | None = None, *, runner: Runner | None = None,
         for case in todo:
             say(f"agent: {case.id}")
             agent.append(run_agent_case(case, defaults, repro, llm, rounds=a.attempts, samples=a.samples,
-                                        history=history, rewrites=not a.no_rewrites))
+                                        history=history, rewrites=not a.no_rewrites, bundles=a.out / "bundles"))
             x = agent[-1]
             say(f"    {'fixed (' + str(x.source) + ')' if x.fixed else 'not fixed'} after {x.candidates} candidate(s), "
                 f"{x.wall_s:.0f} s")
