@@ -166,7 +166,7 @@ def test_plan_builds_branch_title_labels_and_body(tmp_path):
     assert "### Verification: passed" in body
     assert "rmse 1.2e-07 <= 2.0 x eager \\| ok" in body  # pipes in details cannot break the table
     assert "```bash\nenablebot run jetmoe --device cpu\n```" in body
-    assert "`gpt-5-mini`) in 2 attempts" in body
+    assert "`gpt-5-mini`), the verified one of 2 candidates" in body
     # Untrusted report text cannot ping people or link issues.
     assert "@octocat" not in body and "@\u200bocto" in body
     assert "#123" not in body

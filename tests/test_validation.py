@@ -140,12 +140,12 @@ def test_a_results_line_of_the_wrong_type_names_file_line_entry_and_field(tmp_pa
     bad = json.loads(lines[1])
     bad["spec"]["batch_size"] = "2"
     path = tmp_path / "results.jsonl"
-    path.write_text("\n".join([lines[0], json.dumps(bad), lines[2], '{"spec": {"mod']) + "\n")
+    path.write_text("\n".join([lines[0], json.dumps(bad), lines[2], '{"spec": {"mod']))  # a torn tail has no newline
     with pytest.raises(ValueError) as e:
         load_results(path)
     model = bad["spec"]["model_id"]
     assert one_line(e) == f"{path}: line 2: entry {model}: field spec.batch_size: expected an integer, got str '2'"
-    path.write_text("\n".join([lines[0], lines[2], '{"spec": {"mod']) + "\n")
+    path.write_text("\n".join([lines[0], lines[2], '{"spec": {"mod']))
     assert len(load_results(path)) == 2  # a torn line (a kill mid-write) is still skipped: it reruns
 
 
