@@ -339,3 +339,16 @@ def test_the_drafting_side_and_the_judge_never_import_each_other():
         for f in files:
             bad = [m for m in imports(f) if m.startswith(f"enablebot.fix.{other}")]
             assert not bad, f"{f.name} imports {bad}"
+
+
+def test_the_break_site_shown_first_is_the_innermost_frame_even_when_the_user_frame_is_a_caller():
+    """mistral3's recorded user frame is pixtral's layer (a caller); the break is deeper, in
+    output_capturing.py. The prompt's first function and the edit anchor must be the innermost."""
+    result = switch_result()
+    gb = result.graph_breaks[0]
+    caller = UserFrame(str(locate(PIXTRAL_FILE)[1]), 20, "forward")
+    gb.stack = [caller, gb.user_frame]  # outermost first, ending at the break
+    gb.user_frame = caller
+    ctx = build_context(result, clusters_of(result.graph_breaks)[0])
+    assert ctx.sites[0].path == SWITCH_FILE and ctx.anchor == (SWITCH_FILE, gb.stack[-1].lineno)
+    assert "The break is at line" in ctx.prompt().split(PIXTRAL_FILE)[0]

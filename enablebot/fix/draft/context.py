@@ -34,6 +34,7 @@ class SourceSnippet:
     end: int
     text: str
     function: str = ""  # qualified name of the enclosing function, when found
+    lineno: int | None = None  # the frame's own line (the break, or the call on the way to it)
 
 
 @dataclass
@@ -89,7 +90,7 @@ class BreakContext:
     @property
     def anchor(self) -> tuple[str, int] | None:
         """(upstream path, line) of the break: picks among same-named functions."""
-        return (self.sites[0].path, self.user_frame.lineno) if self.sites and self.user_frame else None
+        return (self.sites[0].path, self.sites[0].lineno) if self.sites and self.sites[0].lineno else None
 
     @property
     def user_source(self) -> SourceSnippet | None:
@@ -114,9 +115,9 @@ class BreakContext:
         for i, s in enumerate(self.sites):
             where = "where the break happens" if i == 0 else "a caller on the break's stack"
             line = ""
-            if i == 0 and self.user_frame and s.start <= self.user_frame.lineno <= s.end:
-                at = s.text.splitlines()[self.user_frame.lineno - s.start].strip()
-                line = f"\nThe break is at line {self.user_frame.lineno}: `{at}`"
+            if s.lineno and s.start <= s.lineno <= s.end:
+                at = s.text.splitlines()[s.lineno - s.start].strip()
+                line = f"\nThe {'break' if i == 0 else 'call on the way to it'} is at line {s.lineno}: `{at}`"
             # Plain source, no line numbers: a small model copies numbered lines back verbatim.
             out.append((f"frame {s.path}:{s.function}",
                         f"## {s.path}, `{s.function}` (lines {s.start}-{s.end}): {where}{line}\n"
@@ -230,8 +231,10 @@ def describe_run(result: RunResult) -> str:
 
 def frame_sites(stack: list[UserFrame], user_frame: UserFrame | None, limit: int = 4) -> list[SourceSnippet]:
     """The function around each model-code frame of a break, innermost first, one per function:
-    transformers files only (torch's own frames are the torch source's job)."""
-    frames = ([user_frame] if user_frame else []) + list(reversed(stack))
+    transformers files only (torch's own frames are the torch source's job). The stack runs
+    outermost first and ends at the break; the recorded user frame can be a caller (mistral3's is
+    pixtral's layer, its break is in output_capturing.py), so it only comes first without a stack."""
+    frames = list(reversed(stack)) + ([user_frame] if user_frame and user_frame not in stack else [])
     out: list[SourceSnippet] = []
     for f in frames:
         up = upstream_path(f.filename)
@@ -239,6 +242,7 @@ def frame_sites(stack: list[UserFrame], user_frame: UserFrame | None, limit: int
             continue
         snip = function_source(f.filename, f.lineno)
         if snip and not any(o.path == snip.path and o.start == snip.start for o in out):
+            snip.lineno = f.lineno
             out.append(snip)
         if len(out) >= limit:
             break
