@@ -197,7 +197,7 @@ class AgentCase:
     fixed: bool = False
     source: str | None = None  # where the verified fix's idea came from (rewrite:<entry> | model | model+idea:...)
     candidates: int = 0  # drafted, duplicates included
-    distinct: int = 0  # judged (identical candidates are judged once)
+    distinct: int = 0  # not identical to an earlier one (those are judged once), whether or not they parsed
     applied: int = 0  # distinct candidates that applied to the installed files (reached the verifier)
     model_candidates: int = 0  # drafted by the LLM
     model_applied: int = 0
@@ -267,7 +267,7 @@ def run_agent_case(case: Case, defaults: dict[str, Any], repro: Reproductions, l
     out.fixed = r.best is not None
     out.source = r.fix_source
     out.candidates = len(r.candidates)
-    out.distinct = sum(1 for c in r.candidates if c.duplicate_of is None and c.diff)
+    out.distinct = sum(1 for c in r.candidates if c.duplicate_of is None)
     out.applied = r.applied()
     model = [c for c in r.candidates if c.round > 0]
     out.model_candidates = len(model)
@@ -455,7 +455,11 @@ def main(argv: list[str] | None = None, *, runner: Runner | None = None,
     if a.agent_from_jsonl:
         agent, notes = [], []
         for path in a.agent_from_jsonl:
-            agent += [AgentCase(**row) for row in jsonl.read_values(path)]
+            for row in jsonl.read_values(path):
+                x = AgentCase(**row)
+                # Rows written before `distinct` counted unparsed candidates too: recount it from the stages.
+                x.distinct = sum("=#" not in st for st in x.stages)
+                agent.append(x)
             summary_file = path.parent / "results.json"
             if summary_file.is_file():
                 notes.append(json.loads(summary_file.read_text(encoding="utf-8"))["summary"]["agent"]["note"])
