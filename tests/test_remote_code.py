@@ -12,6 +12,7 @@ the sandboxed child builds and runs it: every attack fails, and the verdict is s
 from __future__ import annotations
 
 import json
+import uuid
 import os
 import shutil
 import sys
@@ -148,12 +149,14 @@ def test_an_allowed_repo_without_remote_code_is_resolved_once_and_built_sandboxe
     fetch) and the sandboxed child builds it from the config it was handed, offline."""
     monkeypatch.delenv("HF_TOKEN", raising=False)
     llama = Path(__file__).parent / "fixtures" / "hub" / "repos" / "acme-lab" / "Llama-3.2-1B-sft-v2" / "config.json"
-    with hub_requests_allowed(), FakeHub([FakeRepo("acme-lab/llama-ft", "2026-11-22T08:00:00.000Z",
+    # A repo id of its own: the shared Hub cache of an earlier run must not answer the GET.
+    repo = f"acme-lab/llama-ft-{uuid.uuid4().hex[:8]}"
+    with hub_requests_allowed(), FakeHub([FakeRepo(repo, "2026-11-22T08:00:00.000Z",
                                                    files={"config.json": llama.read_bytes()})]) as hub:
         monkeypatch.setenv("HF_ENDPOINT", hub.url)
         from enablebot.results import RunSpec
 
-        result = run_in_child(RunSpec(model_id="acme-lab/llama-ft", allow_remote_code=True, pass_name="build",
+        result = run_in_child(RunSpec(model_id=repo, allow_remote_code=True, pass_name="build",
                                       timeout_s=300), log_dir=tmp_path / "logs")
         assert len(hub.requests_to(r"/resolve/")) == 2  # config.json (HEAD + GET), by the parent only
     assert result.verdict == "eager_ok", (result.error, result.log_tail[-2000:])

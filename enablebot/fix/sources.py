@@ -43,13 +43,23 @@ def locate(upstream: str) -> tuple[str, Path]:
 
 
 def upstream_path(filename: str) -> str | None:
-    """Upstream repo path of an installed file (the inverse of `locate`), None if outside."""
+    """Upstream repo path of an installed file (the inverse of `locate`), None if outside. A frame
+    recorded on another machine (another venv or checkout: committed results, the GPU machine) is
+    matched by its path below the package directory when this install has that file."""
     path = Path(filename).resolve()
     for prefix, package in LAYOUT:
         try:
-            rel = path.relative_to(package_root(package) / package)
-        except (ValueError, SourceNotFound):
+            root = package_root(package) / package
+        except SourceNotFound:
             continue
+        try:
+            rel = path.relative_to(root)
+        except ValueError:
+            parts = Path(filename).parts
+            tails = [Path(*parts[i + 1:]) for i in range(len(parts) - 2, -1, -1) if parts[i] == package]
+            rel = next((t for t in tails if (root / t).is_file()), None)
+            if rel is None:
+                continue
         return f"{prefix}{rel.as_posix()}" if prefix.startswith("src/") else f"{package}/{rel.as_posix()}"
     return None
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from ...results import RunResult, UserFrame
 from ..clusters import Cluster
-from ..sources import package_root, upstream_path
+from ..sources import SourceNotFound, locate, package_root, upstream_path
 from . import prompts
 
 MAX_FUNCTION_LINES = 120  # beyond this, a window around the line instead of the whole function
@@ -240,7 +240,10 @@ def frame_sites(stack: list[UserFrame], user_frame: UserFrame | None, limit: int
         up = upstream_path(f.filename)
         if not up or not up.startswith("src/transformers/"):
             continue
-        snip = function_source(f.filename, f.lineno)
+        try:  # this install's file (the frame may have been recorded in another venv)
+            snip = function_source(str(locate(up)[1]), f.lineno)
+        except SourceNotFound:
+            continue
         if snip and not any(o.path == snip.path and o.start == snip.start for o in out):
             snip.lineno = f.lineno
             out.append(snip)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ...results import GraphBreak, UserFrame
-from ..sources import upstream_path
+from ..sources import SourceNotFound, read_upstream, upstream_path
 from .rewrites import Site
 
 
@@ -32,12 +32,12 @@ def sites_of(gb: GraphBreak, cache: dict[str, str | None] | None = None) -> list
         up = upstream_path(f.filename)
         if up is None:
             continue
-        if f.filename not in cache:
-            try:
-                cache[f.filename] = Path(f.filename).read_text(encoding="utf-8")
-            except (OSError, UnicodeDecodeError):
-                cache[f.filename] = None
-        text = cache[f.filename]
+        if up not in cache:
+            try:  # this install's file (the frame may have been recorded in another venv)
+                cache[up] = read_upstream(up)
+            except (OSError, UnicodeDecodeError, SourceNotFound):
+                cache[up] = None
+        text = cache[up]
         if text is not None:
             out.append(Site(path=up, text=text, lineno=int(f.lineno or 0), function=f.function or ""))
     return out
