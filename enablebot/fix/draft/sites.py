@@ -3,7 +3,6 @@ installed files (the versions the break was measured on; the caller checks they 
 
 from __future__ import annotations
 
-
 from ...results import GraphBreak, UserFrame
 from ..sources import SourceNotFound, read_upstream, upstream_path
 from .rewrites import Site
