@@ -15,10 +15,10 @@ import pytest
 from enablebot.fix.draft.llm import LLMClient, LLMUnavailable, Transcript
 from enablebot.model.hub import HubClient, HubError, RetryPolicy
 from enablebot.retry_wait import Wait, backoff, parse_retry_after, parse_retry_after_ms, retry_wait
-from enablebot.testing.fake_hub import FakeHub, Fault, hub_requests_allowed
+from enablebot.testing.fake_hub import Fault
 from enablebot.testing.fake_openai import FakeOpenAI, Reply
 
-from test_hub import FIXTURES, TOKEN
+from test_hub import hub  # noqa: F401 - the local Hub fixture, shared with test_hub.py
 
 NOW = datetime(2026, 12, 4, 15, 0, 0, tzinfo=timezone.utc)
 HTTP_DATE_30S = "Fri, 04 Dec 2026 15:00:30 GMT"  # NOW + 30 s
@@ -107,14 +107,6 @@ def test_llm_gives_up_rather_than_wait_past_max_wait(openai_server, tmp_path):
 
 
 # ---- the Hub client, against a local Hub -----------------------------------------------------
-
-@pytest.fixture
-def hub(monkeypatch):
-    monkeypatch.delenv("HF_TOKEN", raising=False)
-    monkeypatch.delenv("HF_ENDPOINT", raising=False)
-    with hub_requests_allowed(), FakeHub.from_fixtures(FIXTURES, page_size=3, token=TOKEN) as h:
-        yield h
-
 
 def _listing_sleeps(hub, tmp_path, headers, policy=RetryPolicy(attempts=3, base_wait_s=0.05, max_wait_s=60.0)):
     hub.inject(Fault(r"^/api/models$", 429, headers))
