@@ -92,10 +92,6 @@ class BreakContext:
         """(upstream path, line) of the break: picks among same-named functions."""
         return (self.sites[0].path, self.sites[0].lineno) if self.sites and self.sites[0].lineno else None
 
-    @property
-    def user_source(self) -> SourceSnippet | None:
-        return self.sites[0] if self.sites else None
-
     def values(self) -> dict[str, Any]:
         site = self.sites[0] if self.sites else None
         return {

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import ast
 import copy
-import difflib
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -156,8 +155,9 @@ def propose(gb_type: str, registry_id: str | None, sites: list[Site],
 def rewrite_diff(rewrite: Rewrite, old_text: str) -> str:
     """The rewrite as a unified diff with a/ b/ upstream paths: what patchguard.check_patch and
     overlay.build_overlay take, like an LLM candidate (`old_text` is the site's `text`)."""
-    return "".join(difflib.unified_diff(old_text.splitlines(keepends=True), rewrite.new_text.splitlines(keepends=True),
-                                        f"a/{rewrite.path}", f"b/{rewrite.path}"))
+    from .edits import to_unified_diff
+
+    return to_unified_diff({rewrite.path: old_text}, {rewrite.path: rewrite.new_text})
 
 
 def _innermost_first(sites: list[Site]) -> list[Site]:

@@ -26,7 +26,7 @@ from . import edits as ed
 from . import prompts
 from .context import BreakContext
 from .llm import BudgetExceeded, LLMClient, LLMUnavailable
-from .rewrites import Rewrite
+from .rewrites import Rewrite, rewrite_diff
 
 
 @dataclass
@@ -135,8 +135,7 @@ def search(ctx: BreakContext, judge: Judge, *, llm: LLMClient | None, rewrites: 
     # 1. Playbook rewrites: ideas the scaffolding supplies, judged like any candidate.
     batch = []
     for rw in rewrites:
-        diff = ed.to_unified_diff({rw.path: sources.get(rw.path, "")}, {rw.path: rw.new_text}) \
-            if rw.path in sources else None
+        diff = rewrite_diff(rw, sources[rw.path]) if rw.path in sources else None
         rec = CandidateRecord(n=0, source=f"rewrite:{rw.entry}", round=0, stage="edit" if diff is None else "guard",
                               feedback="" if diff else f"{rw.path}: not among the files this break may touch")
         if add(rec, diff):
