@@ -51,6 +51,7 @@ COMMAND_MODULES = (
     "enablebot.commands.site",
     "enablebot.commands.compare",
     "enablebot.commands.nightly",
+    "enablebot.commands.replay",
 )
 
 

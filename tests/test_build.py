@@ -162,6 +162,16 @@ def test_unknown_optional_package_is_missing_dependency(tmp_path):
     assert r.verdict == "missing_dependency" and r.missing_dependency == "enablebot_surely_absent_pkg"
     assert missing_package_from(ImportError("No module named 'natten.functional'")) == "natten"
     assert missing_package_from(ImportError("FooModel requires the timm library but it was not found")) == "timm"
+    # transformers' lazy module hides the cause behind its own message (5.0's Sam3Model: torchvision)
+    try:
+        try:
+            import enablebot_surely_absent_vision  # noqa: F401
+        except ModuleNotFoundError as cause:
+            raise ModuleNotFoundError("Could not import module 'Sam3Model'. Are this object's requirements "
+                                      "defined correctly?") from cause
+    except ModuleNotFoundError as e:
+        assert missing_package_from(e) == "enablebot_surely_absent_vision"
+    assert missing_package_from(ValueError("shape mismatch")) is None
 
 
 def test_loss_from_outputs():
@@ -193,3 +203,47 @@ def test_shrink_zeroes_every_dropout_spelling():
     assert (cfg.attn_pdrop, cfg.resid_pdrop, cfg.embd_pdrop) == (0.0, 0.0, 0.0)
     r = run_spec(RunSpec(model_id="gpt2", mode="train", backend="eager", timing=False, repeats=2, warmup=1))
     assert r.numerics.status == "pass" and r.numerics.eager_deterministic, r.numerics
+
+
+def test_configs_get_the_token_ids_a_checkpoint_carries():
+    # transformers 5.0 dropped pad/bos/eos from the base config while 5.0's Glm4vTextModel still read
+    # config.pad_token_id: built from the config class, glm46v failed where a checkpoint's config works.
+    from transformers import PretrainedConfig
+
+    from enablebot.model.build import define_token_ids
+
+    class Text(PretrainedConfig):
+        model_type = "enablebot_text"
+
+    class Outer(PretrainedConfig):
+        model_type = "enablebot_outer"
+
+        def __init__(self, **kw):
+            super().__init__(**kw)
+            self.text_config = Text()
+
+    cfg = Outer()
+    with pytest.raises(AttributeError):
+        cfg.text_config.pad_token_id  # noqa: B018 - the bare 5.x config has none
+    cfg.eos_token_id = 7
+    define_token_ids(cfg)
+    assert cfg.text_config.pad_token_id is None and cfg.pad_token_id is None
+    assert cfg.eos_token_id == 7  # what a config says is kept
+
+
+def test_mrope_exemption_is_read_from_early_and_late_config_classes():
+    from transformers import PretrainedConfig, Qwen2VLTextConfig
+
+    from enablebot.model.shrink import _mrope_exempt
+
+    class Early(PretrainedConfig):  # transformers 5.0-5.5 passed it up from __init__
+        model_type = "enablebot_early"
+
+        def __init__(self, **kwargs):
+            super().__init__(ignore_keys_at_rope_validation={"mrope_section"}, **kwargs)
+
+    class Plain(PretrainedConfig):
+        model_type = "enablebot_plain"
+
+    assert _mrope_exempt(Early) and not _mrope_exempt(Plain)
+    assert _mrope_exempt(Qwen2VLTextConfig)  # the installed release's own class

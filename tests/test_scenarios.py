@@ -284,6 +284,18 @@ def test_train_runs_only_call(registry):
         scenarios.plan("generate", b.model, b.config, x, b.modality, "eval")
 
 
+def test_a_model_without_forward_is_skipped_not_an_eager_error():
+    # transformers 5.0's GlmImageVQVAE (glm_image_vqmodel) is used through encode(): nobody calls
+    # model(**inputs), so no scenario applies to it.
+    class Codebook(torch.nn.Module):
+        def encode(self, x):
+            return x
+
+    for name in ("call", "decode"):
+        assert "defines no forward" in scenarios.plan(name, Codebook(), None, {}, "vision", "eval").skip_reason
+    assert scenarios.has_forward(torch.nn.Linear(2, 2))
+
+
 @pytest.mark.slow  # two compiles of the same model (~100 s on a loaded 2-core machine)
 def test_dynamic_two_shapes_and_recompile_reasons(registry):
     b, x, recipe = built("llama", registry)

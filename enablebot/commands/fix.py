@@ -77,6 +77,10 @@ def register(app: typer.Typer) -> None:
         unsafe_no_sandbox: bool = typer.Option(False, "--unsafe-no-sandbox",
                                                help="DANGEROUS: run LLM-written code without the bubblewrap sandbox "
                                                     "(it can then read your keys and write anywhere)"),
+        registry: Optional[Path] = typer.Option(None, "--registry", help="model_registry.yaml to build the model "
+                                                "from (default: the repo's)"),
+        json_path: Optional[Path] = typer.Option(None, "--json", help="also write each cluster's outcome as JSON here "
+                                                 "(- for stdout)"),
     ) -> None:
         """Reproduce MODEL_ID's graph breaks, try Dynamo config recipes, ask an LLM for a patch
         (applied in an overlay, never to site-packages), verify, and write a bundle per cluster."""
@@ -105,12 +109,12 @@ def register(app: typer.Typer) -> None:
             _require_sandbox(err, unsafe_no_sandbox)  # before any LLM call is paid for
         if llm is None:
             err.print("[yellow]no LLM configured[/yellow] (set OPENAI_BASE_URL or OPENAI_API_KEY, and --llm-model): "
-                      "trying Dynamo config recipes only")
+                      "trying Dynamo config recipes and playbook rewrites only")
         if registry_entry:
             from ..fix.draft.entry import draft_entry
             from ..model.registry import Registry
 
-            reg = Registry.load()
+            reg = Registry.load(registry)
             if model_id not in reg:
                 err.print(f"[red]error:[/red] --registry-entry needs a registered model_type; {model_id} is not one "
                           "(run `enablebot registry seed`)")
@@ -123,7 +127,8 @@ def register(app: typer.Typer) -> None:
         opts = FixOptions(out_dir=out, cluster=cluster, from_triage=from_triage, attempts=attempts, samples=samples,
                           rewrites=not no_rewrites, history=list(history or []),
                           spec={"device": dev, "backend": backend, "batch_size": batch_size, "seq_len": seq_len,
-                                "task": task, "repeats": repeats, "timeout_s": timeout},
+                                "task": task, "repeats": repeats, "timeout_s": timeout,
+                                **({"registry": str(registry.resolve())} if registry else {})},
                           max_clusters=max_clusters, recipes=not no_recipes, always_agent=always_agent,
                           verify=VerifyOptions(speed_threshold=speed_threshold, sample_models=_split(sample_models)))
         from ..progress import stages
@@ -138,6 +143,10 @@ def register(app: typer.Typer) -> None:
         from ..measure.render import out_console
 
         out_console().print(table)
+        if json_path:
+            from ..outputs import write_json
+
+            write_json(json_path, [o.to_dict() for o in outcomes])
         if any(o.status == "error" for o in outcomes):
             raise typer.Exit(1)
 

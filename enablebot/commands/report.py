@@ -28,10 +28,21 @@ def support(
     fixes: Optional[list[Path]] = typer.Option(None, "--fixes", help="fix bundle directories (or roots of them): "
                                                "adds the time to the first verified fix bundle"),
     new_in: Optional[str] = typer.Option(None, "--new-in", help="only types new in this release, e.g. 'transformers 5.25.0'"),
+    replay: Optional[Path] = typer.Option(None, "--replay", help="a replay's --out (`enablebot replay`): its tables per "
+                                          "release and per type, the bot against the human process"),
 ) -> None:
     """Time to support per architecture and device, and the median.
 
     From first_seen to the first run that is full_graph with numerics passing."""
+    if replay is not None:
+        from ..replay import report as rep_mod
+
+        if not (replay / rep_mod.REPORT_FILE).exists():
+            Console(stderr=True, soft_wrap=True).print(
+                f"[red]error:[/red] {replay / rep_mod.REPORT_FILE} does not exist: run `enablebot replay --out {replay}`")
+            raise typer.Exit(2)
+        print(rep_mod.markdown(rep_mod.load(replay)))
+        return
     from ..model.registry import Registry, RegistryError
     from ..watch.support import human_duration, time_to_support
 

@@ -19,6 +19,8 @@ def register(app: typer.Typer) -> None:
         prs: Optional[Path] = typer.Option(None, help="PR outcomes written by `enablebot pr --json`"),
         compare: Optional[Path] = typer.Option(None, help="a compare JSON file to show on its own page"),
         registry: Optional[Path] = typer.Option(None, help="model_registry.yaml (default: the repo's): modality, first_seen"),
+        replay: Optional[Path] = typer.Option(None, help="a replay's --out (`enablebot replay`): the time-to-support "
+                                              "page, with its timeline per release"),
     ) -> None:
         """Build the dashboard: overview and trend, the model table, a page per model and per break cluster."""
         from ..model.registry import Registry, RegistryError
@@ -28,7 +30,7 @@ def register(app: typer.Typer) -> None:
         err = Console(stderr=True)
         try:
             reg = Registry.load(registry)
-            data = build(list(results), registry=reg, fixes=fixes, prs=prs, compare=compare)
+            data = build(list(results), registry=reg, fixes=fixes, prs=prs, compare=compare, replay=replay)
         except (SiteInputError, RegistryError) as e:
             err.print(f"[red]error:[/red] {e}")
             raise typer.Exit(2)

@@ -106,6 +106,9 @@ def register(app: typer.Typer) -> None:
                     err.print(f"no model types new in transformers {tf_version}: nothing to run")
                     raise typer.Exit(0)
                 wanted = sorted(new_types & set(wanted)) if wanted else sorted(new_types)
+                if not wanted:  # -m named none of the new types: an empty list must not widen to the zoo
+                    err.print(f"none of the named model types is new in transformers {tf_version}: nothing to run")
+                    raise typer.Exit(0)
         unknown = [m for m in wanted if m not in reg]
         if unknown:
             err.print(f"[red]error:[/red] not in the registry: {', '.join(unknown)} (run `enablebot registry seed`)")

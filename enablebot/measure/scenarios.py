@@ -80,12 +80,21 @@ def fresh(inputs: dict[str, Any]) -> Callable[[], dict]:
     return lambda: copy.deepcopy(frozen)
 
 
+def has_forward(model: Any) -> bool:
+    import torch
+
+    return getattr(type(model), "forward", None) is not torch.nn.Module.forward
+
+
 def plan(name: str, model: Any, config: Any, inputs: dict, modality: str, mode: str, *,
          recipe: dict | None = None) -> ScenarioPlan:
     """The steps of scenario `name` for this model. `inputs` are the builder's (unpadded);
     `recipe` is the registry's inputs recipe (the `dynamic` scenario builds a second shape)."""
     if name not in SCENARIOS:
         raise ValueError(f"unknown scenario {name!r}; known: {', '.join(SCENARIOS)}")
+    if not has_forward(model):  # e.g. 5.0's GlmImageVQVAE: used through encode(), never model(**inputs)
+        return ScenarioPlan(name, skip_reason=f"{type(model).__name__} defines no forward: it is not called as "
+                                              "model(**inputs)")
     if mode == "train" and name != "call":
         return ScenarioPlan(name, skip_reason="train runs only the call scenario (forward + backward)")
     if name == "call":

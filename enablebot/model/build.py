@@ -35,11 +35,18 @@ _MISSING_RE = re.compile(
 
 
 def missing_package_from(exc: BaseException) -> str | None:
-    """Name of the optional package an ImportError-like exception complains about."""
-    m = _MISSING_RE.search(str(exc))
-    if not m:
-        return None
-    return next(g for g in m.groups() if g).split(".")[0]
+    """Name of the optional package an ImportError-like exception complains about, here or in the
+    exceptions it was raised from (transformers' lazy module re-raises "Could not import module
+    'Sam3Model'" from the `No module named 'torchvision'` that caused it)."""
+    seen: set[int] = set()
+    e: BaseException | None = exc
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        m = _MISSING_RE.search(str(e))
+        if m:
+            return next(g for g in m.groups() if g).split(".")[0]
+        e = e.__cause__ or e.__context__
+    return None
 
 
 def check_requires(packages: list[str]) -> None:
@@ -94,7 +101,32 @@ def make_config(res: Resolved, size: str):
     # The model's own defaults (use_cache included) are what a user runs; only dropout is
     # zeroed (in shrink_config), as PyTorch's benchmark harness does.
     cfg, changes = shrink_config(cfg, size, overrides)
+    define_token_ids(cfg)
     return cfg, changes
+
+
+_TOKEN_IDS = ("pad_token_id", "bos_token_id", "eos_token_id")
+
+
+def define_token_ids(cfg: Any) -> None:
+    """Give every (sub-)config the token-id attributes 4.x configs always had (None). transformers 5.0
+    dropped them from the base config while some modeling code still read them (5.0's Glm4vTextModel:
+    `config.pad_token_id`); a checkpoint's config.json carries them, so a user never hits that."""
+    from transformers import PretrainedConfig
+
+    seen: set[int] = set()
+    todo = [cfg]
+    while todo:
+        c = todo.pop()
+        if id(c) in seen:
+            continue
+        seen.add(id(c))
+        for name in _TOKEN_IDS:
+            try:
+                getattr(c, name)
+            except AttributeError:
+                setattr(c, name, None)
+        todo += [v for v in vars(c).values() if isinstance(v, PretrainedConfig)]
 
 
 def remote_code_dir(res: Resolved) -> str:
@@ -134,12 +166,18 @@ def build_model(res: Resolved, *, size: str = "tiny", task: str | None = None, s
 
     if res.entry:
         check_requires(res.entry.requires)
-    cfg, changes = make_config(res, size)
-    if res.remote_code:
-        class_name, cls = remote_class(res, task)
-    else:
-        class_name = pick_class(res, task)
-        cls = getattr(transformers, class_name, None)
+    try:  # a config or a modeling module can need an optional package too (TimmWrapperConfig: timm)
+        cfg, changes = make_config(res, size)
+        if res.remote_code:
+            class_name, cls = remote_class(res, task)
+        else:
+            class_name = pick_class(res, task)
+            cls = getattr(transformers, class_name, None)
+    except ImportError as e:
+        pkg = missing_package_from(e)
+        if pkg:
+            raise MissingDependency(pkg, str(e).strip().splitlines()[0]) from e
+        raise
     if cls is None:
         raise UsageError(f"transformers has no class {class_name!r} for {res.model_type}")
     from .budget import check_budget

@@ -292,8 +292,22 @@ def _derived(cls: type) -> frozenset[str]:
 _MROPE_DEFAULT = [16, 24, 24]
 
 
+def _mrope_exempt(cls: type) -> bool:
+    """Whether the config class exempts `mrope_section` from RoPE validation: a class attribute from
+    transformers 5.x late releases on, a keyword its __init__ passes up in the early ones (5.0-5.5)."""
+    if "mrope_section" in (getattr(cls, "ignore_keys_at_rope_validation", None) or ()):
+        return True
+    import inspect
+
+    try:
+        src = inspect.getsource(cls)
+    except (OSError, TypeError):
+        return False
+    return bool(re.search(r"ignore_keys_at_rope_validation\s*=\s*\{[^}]*mrope_section", src))
+
+
 def _explicit_defaults(cfg: PretrainedConfig, d: dict[str, Any]) -> None:
-    ignored = getattr(type(cfg), "ignore_keys_at_rope_validation", None) or ()
+    ignored = {"mrope_section"} if _mrope_exempt(type(cfg)) else ()
     rope = d.get("rope_parameters")
     if "mrope_section" in ignored and isinstance(rope, dict) and "mrope_section" not in rope \
             and all(isinstance(v, (str, int, float, list, type(None))) for v in rope.values()):

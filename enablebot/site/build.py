@@ -198,6 +198,7 @@ class SiteData:
     trends: list[Any] = field(default_factory=list)  # trend.TrendLine: the chart's lines, on shared runs
     compare: Any = None
     compare_source: str = ""
+    replay: Any = None  # replay.report.ReplayReport: the time-to-support page
 
     @property
     def rows(self) -> list[Row]:
@@ -550,7 +551,7 @@ def clusters(sets: list[ResultSet], bundles: list[BundleView]) -> list[ClusterVi
 
 
 def build(paths: list[Path], *, registry: Any | None = None, fixes: Path | None = None, prs: Path | None = None,
-          compare: Path | None = None, now: datetime | None = None) -> SiteData:
+          compare: Path | None = None, replay: Path | None = None, now: datetime | None = None) -> SiteData:
     modality_of = {mt: e.modality for mt, e in (registry.entries.items() if registry is not None else [])}
     sets, notes = drop_duplicate_baselines(order_sets(load_inputs(paths, modality_of)))
     bundles = load_bundles(fixes, prs)
@@ -565,4 +566,10 @@ def build(paths: list[Path], *, registry: Any | None = None, fixes: Path | None 
     data.clusters = clusters(sets, bundles)
     data.compare = load_compare(compare)
     data.compare_source = str(compare) if compare else ""
+    if replay is not None:
+        from ..replay.report import REPORT_FILE, load as load_replay
+
+        if not (replay / REPORT_FILE).exists():
+            raise SiteInputError(f"--replay {replay}: no {REPORT_FILE} there (run `enablebot replay --out {replay}`)")
+        data.replay = load_replay(replay)
     return data

@@ -53,7 +53,8 @@ def page(title: str, body: str, *, depth: int = 0, active: str = "", description
     nav = "".join(
         f'<a href="{up}{href}"' + (' aria-current="page"' if name == active else "") + f">{label}</a>"
         for name, href, label in (("overview", "index.html", "Overview"), ("models", "models.html", "Models"),
-                                  ("clusters", "clusters.html", "Break clusters")))
+                                  ("clusters", "clusters.html", "Break clusters"),
+                                  ("support", "support.html", "Time to support")))
     return (f'<!doctype html>\n<html lang="en"><head><meta charset="utf-8">'
             f'<meta name="viewport" content="width=device-width, initial-scale=1">'
             f"<title>{e(title)} · enablebot</title>"

@@ -67,6 +67,15 @@ def write_site(data: SiteData, out: Path, progress: Callable[[int, int], None] |
     put("clusters.html", pages.clusters_index(data))
     if data.compare is not None:
         put("compare.html", pages.compare_page(data))
+    from ..replay.report import html_body
+
+    # Always written, so the navigation's link holds: without --replay it says how to get the page.
+    body = (html_body(data.replay) if data.replay is not None else
+            "<p>No replay was given. <code>enablebot replay --out DIR</code> replays transformers releases (day-0 "
+            "pass, the bot's fixes, each type followed to the release that supports it); "
+            "<code>enablebot site ... --replay DIR</code> puts its tables and timeline here.</p>")
+    put("support.html", pages.page("Time to support, replayed", body, active="support",
+                                   description="transformers releases replayed: the bot against the human process"))
     by_model = data.by_model()
     total = len(by_model) + len(data.clusters)
     for i, (model, rows) in enumerate(by_model.items(), 1):

@@ -1,0 +1,414 @@
+"""The replay: walk transformers releases in order, as the nightly would have, on pinned torch.
+
+Per release (each step is recorded in OUT/replay.json when it finishes, so a killed or time-boxed
+replay resumes where it stopped, and a later run only adds new releases):
+  release  fetch the wheel, read its date and its model types (no import)
+  env      its own environment: the wheel --no-deps over the pinned base (envs.prepare)
+  day0     `sweep --only-new-types`: register the types it added over the previous release through
+           the day-0 path (no hand-written knowledge) and run the default Dynamo pass on them
+  follow   `sweep --reuse <previous release>` over the earlier releases' types not yet supported:
+           an item re-runs only when its model code (the incremental cache key) changed
+  inductor the Inductor pass (main model, eval: numerics against fp64) on the types that are
+           full graph in this release and not yet supported
+  fix      day 0 only: `enablebot fix` on each new type that breaks (recipes, rewrites, the LLM
+           when one is configured), time-boxed per type
+Every child process runs on the release's environment (envs.child_env); this process never
+imports the replayed transformers.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from ..fileio import atomic_write_text
+from ..results import Serializable
+from . import envs as envs_mod
+from .releases import Release, read_release
+from .timeline import BotFix, TypeRelease, type_release
+
+STATE_FILE = "replay.json"
+REGISTRY_FILE = "registry.yaml"
+STEPS = ("release", "env", "day0", "follow", "inductor", "fix")
+
+
+@dataclass
+class ReplayOptions:
+    out: Path
+    versions: list[str]  # in release order
+    previous: str  # the release before the first: its types are the starting registry
+    wheels: Path
+    envs: Path
+    jobs: int = 2
+    timeout_s: float = 300.0
+    max_minutes: float | None = None
+    inductor: bool = True
+    fix: bool = True
+    fix_minutes: float = 15.0
+    fix_attempts: int = 1
+    fix_samples: int = 2
+    fix_max_tokens: int = 800  # completion tokens per LLM call: a small local model on 2 cores writes ~10 tokens/s
+    llm_model: str | None = None
+    repeats: int = 3
+    only: tuple[str, ...] = ()  # follow only these types (a type's history; tests)
+
+
+@dataclass
+class StepRecord(Serializable):
+    wall_s: float = 0.0
+    ran: int = 0
+    reused: int = 0
+    skipped_done: int = 0
+    note: str = ""
+
+
+@dataclass
+class ReleaseState(Serializable):
+    version: str
+    release: Release | None = None
+    env: envs_mod.EnvCheck | None = None
+    new_types: list[str] = field(default_factory=list)
+    steps: dict[str, StepRecord] = field(default_factory=dict)
+
+
+@dataclass
+class ReplayState(Serializable):
+    previous: str = ""
+    releases: dict[str, ReleaseState] = field(default_factory=dict)
+    bot: dict[str, BotFix] = field(default_factory=dict)
+
+    @classmethod
+    def load(cls, out: Path) -> "ReplayState":
+        p = out / STATE_FILE
+        return cls.from_dict(json.loads(p.read_text(encoding="utf-8")), str(p)) if p.exists() else cls()
+
+    def save(self, out: Path) -> None:
+        atomic_write_text(out / STATE_FILE, json.dumps(self.to_dict(), indent=1) + "\n")
+
+
+class Budget:
+    def __init__(self, minutes: float | None):
+        self.t0, self.minutes = time.time(), minutes
+
+    def left_min(self) -> float | None:
+        return None if self.minutes is None else self.minutes - (time.time() - self.t0) / 60.0
+
+    def spent(self) -> bool:
+        left = self.left_min()
+        return left is not None and left <= 0.05
+
+
+_RAN = re.compile(r"ran (\d+) \(skipped (\d+) already done, reused (\d+)\)")
+
+
+def release_dir(out: Path, version: str) -> Path:
+    return out / "releases" / version
+
+
+def replay(opts: ReplayOptions, say: Callable[[str], None] = print) -> ReplayState:
+    out = opts.out
+    out.mkdir(parents=True, exist_ok=True)
+    state = ReplayState.load(out)
+    state.previous = state.previous or opts.previous
+    budget = Budget(opts.max_minutes)
+    registry = out / REGISTRY_FILE
+    last_ok: str | None = None  # the newest release that ran, for --reuse
+    for v in opts.versions:
+        if budget.spent():
+            say(f"time budget spent: stopping before {v}; rerun the same command to resume")
+            break
+        rs = state.releases.setdefault(v, ReleaseState(version=v))
+        if not _step_release(opts, state, rs, say):
+            continue
+        if not rs.env.ok:  # its new types show up as new in the next release that imports
+            continue
+        env = envs_mod.child_env(Path(rs.env.path))
+        if not registry.exists():
+            _seed_base(opts, env, registry, say)
+        d = release_dir(out, v)
+        for step in ("day0", "follow", "inductor", "fix"):
+            if step in rs.steps or (step == "inductor" and not opts.inductor) or (step == "fix" and not opts.fix):
+                continue  # a step left out now is not recorded: a later run with it on does it
+            if budget.spent():
+                break
+            t0 = time.time()
+            rec = _STEP_FUNCS[step](opts, state, rs, env, registry, d, last_ok, budget, say)
+            if rec is None:  # cut short by the budget: not done, resumes next time
+                break
+            rec.wall_s = round(rec.wall_s or (time.time() - t0), 1)
+            rs.steps[step] = rec
+            state.save(out)
+            say(f"{v} {step}: {rec.wall_s:.0f} s, ran {rec.ran}, reused {rec.reused}" + (f"; {rec.note}" if rec.note else ""))
+        if all(s in rs.steps for s in ("day0", "follow")):
+            last_ok = v
+        if budget.spent():
+            say(f"time budget spent during {v}; rerun the same command to resume")
+            break
+    state.save(out)
+    return state
+
+
+def _step_release(opts, state: ReplayState, rs: ReleaseState, say) -> bool:
+    if "release" not in rs.steps:
+        t0 = time.time()
+        try:
+            rs.release = read_release(rs.version, opts.wheels)
+        except Exception as e:  # noqa: BLE001 - named in the report, the replay goes on
+            rs.steps["release"] = StepRecord(wall_s=round(time.time() - t0, 1), note=f"not fetched: {e}")
+            state.save(opts.out)
+            say(f"{rs.version}: not fetched: {e}")
+            return False
+        rs.steps["release"] = StepRecord(wall_s=round(time.time() - t0, 1), note=rs.release.date[:10])
+        state.save(opts.out)
+    if rs.release is None:
+        return False
+    if "env" not in rs.steps:
+        t0 = time.time()
+        try:
+            rs.env = envs_mod.prepare(Path(rs.release.wheel), opts.envs, rs.version)
+        except Exception as e:  # noqa: BLE001
+            rs.env = envs_mod.EnvCheck(version=rs.version, path="", ok=False, reason=f"{type(e).__name__}: {e}"[:300])
+        note = ("pinned" if rs.env.ok and not rs.env.extra_requirements else
+                f"with {', '.join(rs.env.extra_requirements)}" if rs.env.ok else f"not importable: {rs.env.reason}")
+        rs.steps["env"] = StepRecord(wall_s=round(time.time() - t0, 1), note=note)
+        state.save(opts.out)
+        say(f"{rs.version} ({rs.release.date[:10]}): environment {note}")
+    return True
+
+
+def _seed_base(opts: ReplayOptions, env: dict, registry: Path, say) -> None:
+    """The starting registry: the first release's catalogue, less the types the previous release
+    did not have (those are the first release's new types), all generic entries."""
+    from ..model.registry import Registry
+
+    prev = read_release(opts.previous, opts.wheels)
+    _cli(["registry", "seed", "--registry", str(registry)], env, registry.parent / "seed.log")
+    reg = Registry.load(registry)
+    keep = set(prev.model_types)
+    for mt in [m for m in reg.entries if m not in keep]:
+        del reg.entries[mt]
+    reg.save()
+    say(f"starting registry: {len(reg.entries)} types of transformers {opts.previous} -> {registry}")
+
+
+def _cli(args: list[str], env: dict, log: Path, timeout: float | None = None) -> tuple[int, str]:
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "a", encoding="utf-8") as f:
+        f.write(f"\n$ enablebot {' '.join(args)}\n")
+        f.flush()
+        try:
+            proc = subprocess.run([sys.executable, "-m", "enablebot.cli", *args], env=env, stdout=f,
+                                  stderr=subprocess.STDOUT, text=True, timeout=timeout, start_new_session=True)
+            rc = proc.returncode
+        except subprocess.TimeoutExpired:
+            rc = 124
+    text = log.read_text(encoding="utf-8", errors="replace")
+    return rc, text[text.rfind("\n$ enablebot "):]
+
+
+def _sweep(args: list[str], opts: ReplayOptions, env: dict, registry: Path, out: Path, budget: Budget) -> StepRecord | None:
+    extra = ["--registry", str(registry), "--out", str(out), "--jobs", str(opts.jobs), "--timeout", str(opts.timeout_s),
+             "--no-report"]
+    left = budget.left_min()
+    if left is not None:
+        extra += ["--max-minutes", f"{max(left, 0.1):.2f}"]
+    t0 = time.time()
+    rc, text = _cli(["sweep", *args, *extra], env, out.parent / f"{out.name}.log")
+    rec = StepRecord(wall_s=round(time.time() - t0, 1))
+    m = _RAN.search(text)
+    if m:
+        rec.ran, rec.skipped_done, rec.reused = int(m.group(1)), int(m.group(2)), int(m.group(3))
+    if "not started (time budget)" in text:
+        return None
+    if rc != 0 and "nothing to run" not in text:
+        rec.note = f"sweep exit {rc}: {text.strip().splitlines()[-1][:200] if text.strip() else ''}"
+    return rec
+
+
+def _day0(opts, state, rs, env, registry, d, last_ok, budget, say) -> StepRecord | None:
+    from ..model.registry import Registry
+    from ..sweep.day0 import new_in_release
+
+    only = sum((["-m", mt] for mt in opts.only), [])
+    rec = _sweep(["--pass", "dynamo", "--only-new-types", "--release-date", rs.release.date, *only], opts, env,
+                 registry, d / "dynamo", budget)
+    if rec is None:
+        return None
+    rs.new_types = [mt for mt in new_in_release(Registry.load(registry), rs.version) if not opts.only or mt in opts.only]
+    rec.note = (rec.note + "; " if rec.note else "") + f"{len(rs.new_types)} new types"
+    return rec
+
+
+def _follow(opts, state, rs, env, registry, d, last_ok, budget, say) -> StepRecord | None:
+    open_types = [mt for mt in _open_types(opts.out, state, before=rs.version) if mt in set(rs.release.model_types)]
+    if not open_types:
+        return StepRecord(note="no earlier type to follow")
+    reuse = ["--reuse", str(release_dir(opts.out, last_ok) / "dynamo")] if last_ok else []
+    # A type is supported only when every item is full graph: first its main model's eval call (the
+    # sentinel); the other items only for the types whose sentinel now compiles to one graph. Most
+    # open types still break, so a release costs about one item per open type.
+    sentinel = _sweep(["--pass", "dynamo", "--task", "main", "--mode", "eval", "--scenario", "call", *reuse,
+                       *sum((["-m", mt] for mt in open_types), [])], opts, env, registry, d / "dynamo", budget)
+    if sentinel is None:
+        return None
+    here = standings(opts.out, rs.version)
+    rest = [mt for mt in open_types if mt in here and here[mt].full_graph]
+    rec = StepRecord(wall_s=sentinel.wall_s, ran=sentinel.ran, reused=sentinel.reused, note=sentinel.note)
+    if rest:
+        full = _sweep(["--pass", "dynamo", *reuse, *sum((["-m", mt] for mt in rest), [])], opts, env, registry,
+                      d / "dynamo", budget)
+        if full is None:
+            return None
+        rec.wall_s += full.wall_s
+        rec.ran += full.ran
+        rec.reused += full.reused
+        rec.note = "; ".join(x for x in (rec.note, full.note) if x)
+    rec.note = (rec.note + "; " if rec.note else "") + f"{len(open_types)} types followed, {len(rest)} in full"
+    return rec
+
+
+def _inductor(opts, state, rs, env, registry, d, last_ok, budget, say) -> StepRecord | None:
+    here = standings(opts.out, rs.version)
+    todo = sorted(mt for mt, st in here.items() if st.full_graph and mt in _tracked(state)
+                  and not _supported_before(opts.out, state, mt, rs.version))
+    if not todo:
+        return StepRecord(note="no full-graph type to check")
+    args = ["--pass", "inductor", "--task", "main", "--mode", "eval", "--repeats", str(opts.repeats),
+            *sum((["-m", mt] for mt in todo), [])]
+    prev = _last_with(opts.out, state, rs.version, "inductor")
+    if prev:
+        args += ["--reuse", str(prev)]
+    rec = _sweep(args, opts, env, registry, d / "inductor", budget)
+    if rec is not None:
+        rec.note = (rec.note + "; " if rec.note else "") + f"{len(todo)} types"
+    return rec
+
+
+def _fix(opts, state, rs, env, registry, d, last_ok, budget, say) -> StepRecord | None:
+    here = standings(opts.out, rs.version)
+    todo = [mt for mt in rs.new_types if mt in here and here[mt].built and not here[mt].full_graph
+            and mt not in state.bot]
+    total = StepRecord()
+    for mt in todo:
+        left = budget.left_min()
+        if left is not None and left < 1.0:
+            return None
+        cap = opts.fix_minutes * 60 if left is None else min(opts.fix_minutes * 60, left * 60)
+        state.bot[mt] = run_fix(opts, env, registry, d / "fix", mt, cap)
+        state.save(opts.out)
+        say(f"  fix {mt}: {state.bot[mt].status} in {state.bot[mt].seconds:.0f} s"
+            + (f" ({', '.join(state.bot[mt].sources)})" if state.bot[mt].sources else ""))
+        total.ran += 1
+    total.note = f"{sum(state.bot[m].status == 'fixed' for m in todo)} of {len(todo)} breaking types fixed"
+    return total
+
+
+def run_fix(opts: ReplayOptions, env: dict, registry: Path, out: Path, mt: str, cap_s: float) -> BotFix:
+    js = out / f"{mt}.outcomes.json"
+    args = ["fix", mt, "--registry", str(registry), "--out", str(out), "--device", "cpu",
+            "--attempts", str(opts.fix_attempts), "--samples", str(opts.fix_samples), "--max-tokens", str(opts.fix_max_tokens), "--json", str(js)]
+    if opts.llm_model:
+        args += ["--llm-model", opts.llm_model]
+    t0 = time.time()
+    js.unlink(missing_ok=True)
+    rc, text = _cli(args, env, out / f"{mt}.log", timeout=cap_s)
+    secs = round(time.time() - t0, 1)
+    if rc == 124:
+        return BotFix(status="timeout", seconds=secs, note=f"no verified fix within {cap_s / 60:.0f} min")
+    try:
+        outcomes = json.loads(js.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        tail = text.strip().splitlines()[-1][:200] if text.strip() else ""
+        return BotFix(status="error", seconds=secs, note=f"fix exit {rc}: {tail}")
+    fixed = [o for o in outcomes if o.get("status") == "fixed"]
+    status = "fixed" if outcomes and len(fixed) == len(outcomes) else "not_fixed"
+    return BotFix(status=status, seconds=secs, clusters=len(outcomes), fixed_clusters=len(fixed),
+                  sources=sorted({o.get("source") or o.get("kind") or "?" for o in fixed}),
+                  note="; ".join(f"{o.get('cluster')}: {o.get('status')}" for o in outcomes if o.get("status") != "fixed")[:300])
+
+
+_STEP_FUNCS = {"day0": _day0, "follow": _follow, "inductor": _inductor, "fix": _fix}
+
+
+# ---- reading results back --------------------------------------------------------------------
+
+def _tracked(state: ReplayState) -> set[str]:
+    return {mt for rs in state.releases.values() for mt in rs.new_types}
+
+
+def _order(state: ReplayState) -> list[str]:
+    from ..versions import release_key
+
+    return sorted(state.releases, key=release_key)
+
+
+def standings(out: Path, version: str) -> dict[str, TypeRelease]:
+    """Each type's standing in `version`, from the release's result files (read again only when
+    one of them changed)."""
+    d = release_dir(out, version)
+    files = [d / "dynamo" / "results.jsonl", d / "inductor" / "results.jsonl", d / "dynamo" / "incremental.json"]
+    stamp = tuple((f.stat().st_mtime_ns, f.stat().st_size) if f.exists() else None for f in files)
+    hit = _STANDINGS.get(str(d))
+    if hit is None or hit[0] != stamp:
+        hit = _STANDINGS[str(d)] = (stamp, _read_standings(d))
+    return hit[1]
+
+
+_STANDINGS: dict[str, tuple] = {}
+
+
+def _read_standings(d: Path) -> dict[str, TypeRelease]:
+    from ..sweep.checkpoint import RESULTS_FILE, load_results
+    from ..sweep.incremental import DECISIONS_FILE
+
+    dyn = load_results(d / "dynamo" / RESULTS_FILE) if (d / "dynamo" / RESULTS_FILE).exists() else {}
+    ind = load_results(d / "inductor" / RESULTS_FILE) if (d / "inductor" / RESULTS_FILE).exists() else {}
+    reused: set[str] = set()
+    inc = d / "dynamo" / DECISIONS_FILE
+    if inc.exists():
+        reused = {x["key"] for x in json.loads(inc.read_text(encoding="utf-8")).get("decisions", [])
+                  if x.get("action") == "reuse"}
+    by_type: dict[str, list] = {}
+    for r in dyn.values():
+        by_type.setdefault(r.spec.model_id, []).append(r)
+    ind_by: dict[str, list] = {}
+    for r in ind.values():
+        ind_by.setdefault(r.spec.model_id, []).append(r)
+    return {mt: type_release(rs, ind_by.get(mt, []), reused) for mt, rs in by_type.items()}
+
+
+def _supported_before(out: Path, state: ReplayState, mt: str, version: str) -> bool:
+    from ..versions import release_key
+
+    return any(standings(out, v).get(mt, TypeRelease()).supported
+               for v in _order(state) if release_key(v) < release_key(version) and "day0" in state.releases[v].steps)
+
+
+def _open_types(out: Path, state: ReplayState, *, before: str) -> list[str]:
+    """Types of earlier releases not yet supported in any release before `before`."""
+    from ..versions import release_key
+
+    earlier = [v for v in _order(state) if release_key(v) < release_key(before)]
+    done: set[str] = set()
+    for v in earlier:
+        for mt, st in standings(out, v).items():
+            if st.supported:
+                done.add(mt)
+    return sorted({mt for v in earlier for mt in state.releases[v].new_types} - done)
+
+
+def _last_with(out: Path, state: ReplayState, before: str, sub: str) -> Path | None:
+    from ..versions import release_key
+
+    for v in reversed(_order(state)):
+        if release_key(v) < release_key(before) and (release_dir(out, v) / sub / "results.jsonl").exists():
+            return release_dir(out, v) / sub
+    return None
+
