@@ -36,6 +36,8 @@ def register(app: typer.Typer) -> None:
         llm_model: Optional[str] = typer.Option(None, "--llm-model", envvar="ENABLEBOT_LLM_MODEL",
                                                 help="the fix agent's model (OPENAI_BASE_URL points at its server)"),
         only: List[str] = typer.Option([], "--type", help="only these model types (repeatable): one type's history"),
+        fix_only: bool = typer.Option(False, help="only the bot's day-0 fixes, on the releases OUT has replayed so far "
+                                      "(safe beside a running replay: writes OUT/bot.json and the fix folders)"),
         report_only: bool = typer.Option(False, help="only (re)write the report from what OUT holds"),
     ) -> None:
         """Replay transformers releases in order as the nightly would have: day-0 registration and
@@ -47,7 +49,18 @@ def register(app: typer.Typer) -> None:
         from ..versions import release_key
 
         err = Console(stderr=True, soft_wrap=True)
-        if not report_only:
+        if fix_only:
+            from ..replay.run import ReplayOptions, fix_pass
+
+            if not (out / "replay.json").exists():
+                err.print(f"[red]error:[/red] {out / 'replay.json'} does not exist: run `enablebot replay --out {out}` first")
+                raise typer.Exit(2)
+            opts = ReplayOptions(out=out, versions=[], previous="", wheels=cache / "wheels", envs=cache / "envs",
+                                 jobs=jobs, timeout_s=timeout, max_minutes=max_minutes, fix_minutes=fix_minutes,
+                                 fix_attempts=fix_attempts, fix_samples=fix_samples, fix_max_tokens=fix_max_tokens,
+                                 llm_model=llm_model)
+            fix_pass(opts, say=lambda m: err.print(m, markup=False, highlight=False))
+        elif not report_only:
             try:
                 avail = available_versions() if (not releases or previous is None) else []
             except ReleaseError as e:

@@ -37,11 +37,12 @@ class ReplayReport(Serializable):
     # releases that do not import over today's pins alone: why, and what their environment added
     off_pins: dict[str, str] = field(default_factory=dict)
     unfinished: list[str] = field(default_factory=list)  # versions with steps still to run
+    bot_pending: list[str] = field(default_factory=list)  # replayed versions the bot's fixes have not run on
     cost: Cost = field(default_factory=Cost)
 
 
 def collect(out: Path) -> ReplayReport:
-    from .run import ReplayState, standings
+    from .run import BotState, ReplayState, standings
     from ..versions import release_key
 
     state = ReplayState.load(out)
@@ -51,7 +52,8 @@ def collect(out: Path) -> ReplayReport:
     rel = [(v, state.releases[v].release.date) for v in replayed]
     new_in = {mt: v for v in replayed for mt in state.releases[v].new_types}
     st = {v: standings(out, v) for v in replayed}
-    rows = type_rows(rel, new_in, st, state.bot)
+    bot = BotState.load(out)
+    rows = type_rows(rel, new_in, st, bot.types)
     envs = {}
     for v in replayed:
         e = state.releases[v].env
@@ -87,7 +89,8 @@ def collect(out: Path) -> ReplayReport:
     return ReplayReport(torch=torch_v, date_source=date_source, releases=release_rows(rel, envs, rows), types=rows,
                         totals=totals(rows, len(replayed)), not_replayed=not_replayed, off_pins=off_pins,
                         unfinished=[v for v in order if v not in not_replayed
-                                    and not {"day0", "follow", "inductor", "fix"} <= set(state.releases[v].steps)],
+                                    and not {"day0", "follow", "inductor"} <= set(state.releases[v].steps)],
+                        bot_pending=[v for v in replayed if v not in bot.releases_done],
                         cost=cost)
 
 
@@ -139,6 +142,10 @@ def markdown(rep: ReplayReport) -> str:
         lines += [f"- {v}: {why}" for v, why in rep.off_pins.items()]
     if rep.unfinished:
         lines += ["", f"Unfinished (steps still to run; rerun the command): {', '.join(rep.unfinished)}"]
+    if rep.bot_pending:
+        lines += ["", f"The bot's day-0 fixes have not run yet on {len(rep.bot_pending)} replayed releases "
+                  f"({', '.join(rep.bot_pending)}): their types count as not fixed by the bot "
+                  "(`enablebot replay --fix-only` runs them)."]
     lines += ["", "## Per release", "",
               "| release | date | environment | new types | built+eager | full graph | supported day 0 | bot fixed day 0 "
               "| fixed later | median releases / days later | never fixed |",

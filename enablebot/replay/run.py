@@ -35,6 +35,7 @@ from .releases import Release, read_release
 from .timeline import BotFix, TypeRelease, type_release
 
 STATE_FILE = "replay.json"
+BOT_FILE = "bot.json"
 REGISTRY_FILE = "registry.yaml"
 STEPS = ("release", "env", "day0", "follow", "inductor", "fix")
 
@@ -82,15 +83,34 @@ class ReleaseState(Serializable):
 class ReplayState(Serializable):
     previous: str = ""
     releases: dict[str, ReleaseState] = field(default_factory=dict)
-    bot: dict[str, BotFix] = field(default_factory=dict)
 
     @classmethod
     def load(cls, out: Path) -> "ReplayState":
         p = out / STATE_FILE
-        return cls.from_dict(json.loads(p.read_text(encoding="utf-8")), str(p)) if p.exists() else cls()
+        if not p.exists():
+            return cls()
+        data = json.loads(p.read_text(encoding="utf-8"))
+        data.pop("bot", None)  # the first replays kept the bot's fixes here; they live in bot.json now
+        return cls.from_dict(data, str(p))
 
     def save(self, out: Path) -> None:
         atomic_write_text(out / STATE_FILE, json.dumps(self.to_dict(), indent=1) + "\n")
+
+
+@dataclass
+class BotState(Serializable):
+    """The bot's day-0 fixes, in a file of their own (OUT/bot.json): `replay --fix-only` can work
+    through the releases a running replay has finished without writing its state."""
+    types: dict[str, BotFix] = field(default_factory=dict)
+    releases_done: list[str] = field(default_factory=list)
+
+    @classmethod
+    def load(cls, out: Path) -> "BotState":
+        p = out / BOT_FILE
+        return cls.from_dict(json.loads(p.read_text(encoding="utf-8")), str(p)) if p.exists() else cls()
+
+    def save(self, out: Path) -> None:
+        atomic_write_text(out / BOT_FILE, json.dumps(self.to_dict(), indent=1) + "\n")
 
 
 class Budget:
@@ -136,6 +156,8 @@ def replay(opts: ReplayOptions, say: Callable[[str], None] = print) -> ReplaySta
         for step in ("day0", "follow", "inductor", "fix"):
             if step in rs.steps or (step == "inductor" and not opts.inductor) or (step == "fix" and not opts.fix):
                 continue  # a step left out now is not recorded: a later run with it on does it
+            if step == "fix" and v in BotState.load(out).releases_done:
+                continue  # done by `--fix-only`
             if budget.spent():
                 break
             t0 = time.time()
@@ -292,22 +314,53 @@ def _inductor(opts, state, rs, env, registry, d, last_ok, budget, say) -> StepRe
 
 
 def _fix(opts, state, rs, env, registry, d, last_ok, budget, say) -> StepRecord | None:
+    """The bot at day 0: `enablebot fix` on each new type that built and broke, in OUT/bot.json."""
+    bot = BotState.load(opts.out)
     here = standings(opts.out, rs.version)
-    todo = [mt for mt in rs.new_types if mt in here and here[mt].built and not here[mt].full_graph
-            and mt not in state.bot]
+    breaking = [mt for mt in rs.new_types if mt in here and here[mt].built and not here[mt].full_graph]
     total = StepRecord()
-    for mt in todo:
+    for mt in breaking:
+        if mt in bot.types:
+            continue
         left = budget.left_min()
         if left is not None and left < 1.0:
             return None
         cap = opts.fix_minutes * 60 if left is None else min(opts.fix_minutes * 60, left * 60)
-        state.bot[mt] = run_fix(opts, env, registry, d / "fix", mt, cap)
-        state.save(opts.out)
-        say(f"  fix {mt}: {state.bot[mt].status} in {state.bot[mt].seconds:.0f} s"
-            + (f" ({', '.join(state.bot[mt].sources)})" if state.bot[mt].sources else ""))
+        fix = run_fix(opts, env, registry, d / "fix", mt, cap)
+        bot = BotState.load(opts.out)
+        bot.types[mt] = fix
+        bot.save(opts.out)
+        say(f"  fix {mt}: {fix.status} in {fix.seconds:.0f} s" + (f" ({', '.join(fix.sources)})" if fix.sources else ""))
         total.ran += 1
-    total.note = f"{sum(state.bot[m].status == 'fixed' for m in todo)} of {len(todo)} breaking types fixed"
+    bot = BotState.load(opts.out)
+    if rs.version not in bot.releases_done:
+        bot.releases_done.append(rs.version)
+        bot.save(opts.out)
+    total.note = f"{sum(bot.types[m].status == 'fixed' for m in breaking)} of {len(breaking)} breaking types fixed"
     return total
+
+
+def fix_pass(opts: ReplayOptions, say: Callable[[str], None] = print) -> BotState:
+    """`replay --fix-only`: the bot's day-0 fixes over the releases the replay has run so far (it may
+    still be running: this writes only OUT/bot.json and the fix directories)."""
+    state = ReplayState.load(opts.out)
+    budget = Budget(opts.max_minutes)
+    registry = opts.out / REGISTRY_FILE
+    for v in _order(state):
+        rs = state.releases[v]
+        if v in BotState.load(opts.out).releases_done or "day0" not in rs.steps or not (rs.env and rs.env.ok):
+            continue
+        if budget.spent():
+            say("time budget spent; rerun to resume")
+            break
+        t0 = time.time()
+        rec = _fix(opts, state, rs, envs_mod.child_env(Path(rs.env.path)), registry, release_dir(opts.out, v), None,
+                   budget, say)
+        if rec is None:
+            say(f"{v} fix: cut short by the time budget; rerun to resume")
+            break
+        say(f"{v} fix: {time.time() - t0:.0f} s; {rec.note}")
+    return BotState.load(opts.out)
 
 
 def run_fix(opts: ReplayOptions, env: dict, registry: Path, out: Path, mt: str, cap_s: float) -> BotFix:
