@@ -178,6 +178,7 @@ def _prepare(run: Run) -> None:
     spec, result = run.spec, run.result
     prepared = prepare(spec, run.resolved)
     run.prepared = prepared
+    result.build = "copy" if prepared.copied else "fresh"
     result.model_type, result.model_class, result.modality = (prepared.model_type, prepared.class_name,
                                                               prepared.modality)
     result.n_params = sum(p.numel() for p in prepared.model.parameters())

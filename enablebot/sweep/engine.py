@@ -223,7 +223,10 @@ def run_sweep(items: list[SweepItem], opts: SweepOptions, out_dir: Path, *, jobs
 
     pool = WorkerPool(jobs=jobs, log_dir=out_dir / "logs", recycle_after=recycle_after,
                       limits=Limits.for_device(opts.device),
-                      threads=_threads_per_worker(jobs) if opts.device == "cpu" else None)
+                      # On CUDA too: building, input making and Dynamo's own work run on the host,
+                      # and N workers each with every core's OpenMP threads oversubscribe it (the
+                      # naive harness always set this; the sweep left CUDA workers at the default).
+                      threads=_threads_per_worker(jobs))
     deadline = t0 + max_minutes * 60 if max_minutes else None
     stop = (lambda: time.time() > deadline) if deadline else None
     finished = False
