@@ -112,11 +112,13 @@ def plan(registry: Registry, opts: SweepOptions, models: Iterable[str] | None = 
 
 
 def applies(scenario: str, task: str, mode: str, head_task: str | None) -> bool:
-    """Whether a sweep plans `scenario` for an item: `call` always; `decode` for a generative
-    head in eval; `dynamic` in eval. (A scenario run on a model it does not fit is `skipped`.)"""
+    """Whether a sweep plans `scenario` for an item: `call` (and the diagnostic `naive`) always;
+    `decode` for a generative head in eval; the others in eval. (A scenario run on a model it does not fit is `skipped`.)"""
     from ..model.catalog import GENERATIVE_TASKS
 
-    if scenario == "call":
+    from ..measure.scenarios import TRAIN_SCENARIOS
+
+    if scenario in TRAIN_SCENARIOS:
         return True
     if mode != "eval":
         return False
