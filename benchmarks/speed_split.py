@@ -18,9 +18,10 @@ OUT/split.md, so a run cut short still leaves the finished phases. `--budget-min
 whole run: a sweep gets `--max-minutes` of what is left (less a margin for its last items), and any
 phase still running at the budget is stopped (SIGTERM, then SIGKILL), keeping what it checkpointed.
 
-    PYTHONPATH=. python benchmarks/speed_split.py --first 15 --jobs 2 --timeout 120 --out /tmp/split
+    PYTHONPATH=. python benchmarks/speed_split.py --first 15 --jobs 2 --timeout 120 --out /tmp/split \\
+        --baseline results/cpu-dynamo-default
     PYTHONPATH=. python benchmarks/speed_split.py --first 100 --jobs 14 --timeout 120 --device cuda \\
-        --budget-min 5.5 --out $OUT/split
+        --budget-min 5.5 --baseline results/gpu/cuda-dynamo-default --out $OUT/split
 """
 
 from __future__ import annotations
@@ -57,17 +58,25 @@ def run_phase(cmd: list[str], env: dict[str, str], deadline: float) -> dict:
         p.wait(timeout=max(1.0, deadline - time.time()))
     except subprocess.TimeoutExpired:
         stopped = True
-        os.killpg(p.pid, signal.SIGTERM)
-        try:
-            p.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(p.pid, signal.SIGKILL)
-            p.wait()
+        _stop(p)
+    except BaseException:  # this benchmark was stopped (Ctrl-C, SIGTERM): stop the phase with it
+        _stop(p)
+        raise
     wall = time.perf_counter() - t0
     _reap_orphans(5.0)
     r1 = os.times()
     cpu = (r1.children_user - r0.children_user) + (r1.children_system - r0.children_system)
     return {"rc": p.returncode, "wall_s": round(wall, 2), "cpu_s": round(cpu, 2), "stopped_at_budget": stopped}
+
+
+def _stop(p: subprocess.Popen) -> None:
+    """SIGTERM (a sweep then kills its busy workers and keeps its checkpoint), SIGKILL after 20 s."""
+    os.killpg(p.pid, signal.SIGTERM)
+    try:
+        p.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        p.wait()
 
 
 def naive_rows(out: Path) -> list[dict]:
@@ -142,7 +151,22 @@ def agreement(a: list[dict], b: list[dict]) -> dict:
     return {"common": len(common), "agree": len(common) - len(differ), "differ": differ}
 
 
-def report(out: Path, meta: dict, phases: dict) -> dict:
+def against_baseline(out: Path, baseline: Path) -> dict:
+    """The `call` phase's verdicts against an earlier default pass of the same device (the same
+    item: type, base, mode, scenario `call`): the changes must leave them as they were."""
+    from enablebot.sweep.checkpoint import RESULTS_FILE, load_results
+
+    mine = {(r["model_type"], r["mode"]): r["verdict"] for r in sweep_rows(out, "call")}
+    base = {(r.spec.model_id, r.spec.mode): str(r.verdict)
+            for r in load_results(baseline / RESULTS_FILE).values()
+            if r.spec.task == "base" and r.spec.scenario == "call" and r.spec.pass_name == "dynamo"}
+    common = sorted(set(mine) & set(base))
+    differ = [{"item": f"{t}/{m}", "baseline": base[(t, m)], "now": mine[(t, m)]} for t, m in common
+              if base[(t, m)] != mine[(t, m)]]
+    return {"baseline": str(baseline), "common": len(common), "agree": len(common) - len(differ), "differ": differ}
+
+
+def report(out: Path, meta: dict, phases: dict, baseline: Path | None = None) -> dict:
     rows_by: dict[str, list[dict]] = {}
     if "naive" in phases:
         rows_by["naive harness"] = _naive_as_rows(naive_rows(out))
@@ -168,6 +192,8 @@ def report(out: Path, meta: dict, phases: dict) -> dict:
         agree["naive harness vs naive call, engine"] = agreement(rows_by["naive harness"], rows_by["naive call, engine"])
     if "naive call, engine" in rows_by and "call (default)" in rows_by:
         agree["naive call, engine vs call"] = agreement(rows_by["naive call, engine"], rows_by["call (default)"])
+    if baseline is not None and "call" in phases:
+        meta["against_baseline"] = against_baseline(out, baseline)
     data = {**meta, "phases": phases, "split": tables, "agreement": agree}
     (out / "split.json").write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
     (out / "split.md").write_text(markdown(data), encoding="utf-8")
@@ -195,6 +221,11 @@ def markdown(d: dict) -> str:
             for lab, t in s["by"].items():
                 lines.append(f"| {lab} | {t['seconds']} | {t['per_item_s']} | {t['build_s']} | {t['trace_s']} | "
                              f"{t['engine_s']} | {t['eager_s']} | {t['fresh_builds']} | {t['vs_naive']} |")
+    b = d.get("against_baseline")
+    if b:
+        lines += ["", f"Verdicts of `call` against the earlier default pass `{b['baseline']}`: {b['agree']} of "
+                  f"{b['common']} items agree."]
+        lines += [f"- {x['item']}: {x['baseline']} then, {x['now']} now" for x in b["differ"]]
     for name, a in d["agreement"].items():
         lines += ["", f"Verdicts, {name}: {a['agree']} of {a['common']} items agree."]
         lines += [f"- {x['item']}: {x['a']} / {x['b']}" for x in a["differ"]]
@@ -202,6 +233,24 @@ def markdown(d: dict) -> str:
               "fullgraph stages (the naive harness: its compile step); engine: the rest of the item's worker time "
               "(eager step, plan, result). Worker time excludes the pool and process start-up; wall includes them."]
     return "\n".join(lines) + "\n"
+
+
+def publish(out: Path, dest: Path) -> None:
+    """split.json, split.md and one archive of every phase's results in `dest` (a device's $OUT
+    brings back a few files, not a sweep's tree of logs)."""
+    import shutil
+    import tarfile
+
+    dest.mkdir(parents=True, exist_ok=True)
+    for name in ("split.json", "split.md"):
+        shutil.copyfile(out / name, dest / name)
+    keep = [p for p in out.rglob("*") if p.is_file() and p.parent.name != "logs"
+            and (p.name.endswith(".jsonl") or p.name.startswith("naive.jsonl") or p.name == "models.txt")]
+    tmp = dest / "split-results.tar.gz.tmp"
+    with tarfile.open(tmp, "w:gz") as tar:
+        for p in keep:
+            tar.add(p, arcname=str(p.relative_to(out)))
+    tmp.replace(dest / "split-results.tar.gz")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -214,7 +263,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--phases", nargs="+", default=list(PHASES), choices=PHASES)
     ap.add_argument("--budget-min", type=float, default=None, help="time box for the whole run, minutes")
+    ap.add_argument("--baseline", type=Path, help="an earlier default Dynamo pass on this device (a sweep "
+                    "directory): the `call` phase's verdicts are compared with it")
     ap.add_argument("--out", type=Path, required=True, help="a fresh directory")
+    ap.add_argument("--publish", type=Path, help="after each phase, copy the report and an archive of the "
+                    "results here (a GPU machine's $OUT)")
     args = ap.parse_args(argv)
     if (args.out / "split.json").exists():
         print(f"{args.out} holds a previous run: pass a fresh --out", file=sys.stderr)
@@ -231,6 +284,7 @@ def main(argv: list[str] | None = None) -> int:
     t_start = time.time()
     deadline = t_start + args.budget_min * 60 if args.budget_min else float("inf")
     _become_subreaper()
+    signal.signal(signal.SIGTERM, lambda signum, _frame: sys.exit(128 + signum))
     import platform
 
     import torch
@@ -262,8 +316,12 @@ def main(argv: list[str] | None = None) -> int:
                 cmd += ["--max-minutes", f"{max(0.1, (left - min(60.0, left / 3)) / 60):.2f}"]
         print(f"== {name}: {len(models)} types, {args.jobs} jobs, {left:.0f} s of the budget left", file=sys.stderr)
         phases[name] = run_phase(cmd, env, deadline)
-        report(args.out, meta, phases)
-    data = report(args.out, meta, phases)
+        report(args.out, meta, phases, args.baseline)
+        if args.publish:
+            publish(args.out, args.publish)
+    data = report(args.out, meta, phases, args.baseline)
+    if args.publish:
+        publish(args.out, args.publish)
     print((args.out / "split.md").read_text(encoding="utf-8"))
     return 0 if all(p["rc"] == 0 or p["stopped_at_budget"] for p in data["phases"].values()) else 1
 

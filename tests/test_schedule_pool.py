@@ -174,3 +174,20 @@ def test_a_pool_builds_each_type_once_and_its_copies_give_the_verdicts_of_fresh_
         assert fresh.build == "fresh"
         assert seen(pooled[fresh.key]) == seen(fresh), s
     prepare.forget()
+
+
+def test_a_fork_server_started_early_is_the_one_the_pool_forks_its_workers_from(tmp_path):
+    """`enablebot sweep` starts the fork server before it plans, so the server's imports overlap the
+    planning; the pool must then fork from that server, not start a second one."""
+    from multiprocessing import forkserver
+
+    from enablebot.execute.pool import start_fork_server
+
+    assert start_fork_server()
+    server = forkserver._forkserver._forkserver_pid
+    pool = WorkerPool(jobs=1, log_dir=tmp_path, start_method="forkserver")
+    p = pool._ctx.Process(target=sum, args=([1, 2],))
+    p.start()
+    p.join(240)
+    assert p.exitcode == 0 and forkserver._forkserver._forkserver_pid == server
+    assert not start_fork_server("spawn")

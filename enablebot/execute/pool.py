@@ -190,6 +190,19 @@ PRELOAD = ("enablebot.execute.preload",)
 START_METHODS = ("forkserver", "spawn")
 
 
+def start_fork_server(start_method: str | None = None) -> bool:
+    """Start the fork server now, without waiting for it: its imports (seconds) then overlap the
+    caller's own start-up and planning instead of following them; the pool's first worker waits
+    only for what is left. False when workers are spawned instead (nothing to start)."""
+    if _start_method(start_method) != "forkserver":
+        return False
+    from multiprocessing import forkserver
+
+    mp.get_context("forkserver").set_forkserver_preload(list(PRELOAD))
+    forkserver.ensure_running()
+    return True
+
+
 def _start_method(asked: str | None) -> str:
     method = asked or os.environ.get("ENABLEBOT_POOL_START") or "forkserver"
     if method not in START_METHODS:
