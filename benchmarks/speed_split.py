@@ -51,7 +51,7 @@ ROWS = (("naive harness", "naive", None), ("naive call, engine", "engine", "naiv
 
 def run_phase(cmd: list[str], env: dict[str, str], deadline: float) -> dict:
     """Run `cmd` until it exits or `deadline`; then SIGTERM (a sweep keeps its checkpoint), SIGKILL."""
-    r0, t0 = os.times(), time.perf_counter()
+    r0, t0, load0 = os.times(), time.perf_counter(), os.getloadavg()[0]
     p = subprocess.Popen(cmd, cwd=ROOT, env=env, start_new_session=True)
     stopped = False
     try:
@@ -66,7 +66,9 @@ def run_phase(cmd: list[str], env: dict[str, str], deadline: float) -> dict:
     _reap_orphans(5.0)
     r1 = os.times()
     cpu = (r1.children_user - r0.children_user) + (r1.children_system - r0.children_system)
-    return {"rc": p.returncode, "wall_s": round(wall, 2), "cpu_s": round(cpu, 2), "stopped_at_budget": stopped}
+    # The load average at the start and end: on a shared machine, what else ran beside the phase.
+    return {"rc": p.returncode, "wall_s": round(wall, 2), "cpu_s": round(cpu, 2), "stopped_at_budget": stopped,
+            "load_avg": [round(load0, 2), round(os.getloadavg()[0], 2)]}
 
 
 def _stop(p: subprocess.Popen) -> None:
@@ -123,6 +125,7 @@ def split(rows_by: dict[str, list[dict]], labels: list[str], mode: str, only_ful
     """Totals per label over the (type, mode) items every label ran (and, if asked, all full graph)."""
     keyed = {lab: {r["model_type"]: r for r in rows if r["mode"] == mode and r["verdict"] != "skipped"}
              for lab, rows in rows_by.items() if lab in labels}
+    keyed = {lab: v for lab, v in keyed.items() if v}  # a phase that ran nothing (or not yet) drops out
     if len(keyed) < 2:
         return {}
     common = set.intersection(*(set(v) for v in keyed.values()))
@@ -184,9 +187,10 @@ def report(out: Path, meta: dict, phases: dict, baseline: Path | None = None) ->
     for mode in ("eval", "train"):
         labs = labels if mode == "eval" else labels[:3]
         tables[mode] = {"all": split(rows_by, labs, mode, False), "full_graph": split(rows_by, labs, mode, True)}
-    nw = phases.get("naive", {}).get("wall_s")
+    nw, nc = phases.get("naive", {}).get("wall_s"), phases.get("naive", {}).get("cpu_s")
     for ph in phases.values():
         ph["wall_vs_naive"] = round(ph["wall_s"] / nw, 3) if nw else None
+        ph["cpu_vs_naive"] = round(ph["cpu_s"] / nc, 3) if nc else None
     agree = {}
     if "naive harness" in rows_by and "naive call, engine" in rows_by:
         agree["naive harness vs naive call, engine"] = agreement(rows_by["naive harness"], rows_by["naive call, engine"])
@@ -203,13 +207,15 @@ def report(out: Path, meta: dict, phases: dict, baseline: Path | None = None) ->
 def markdown(d: dict) -> str:
     lines = [f"# Speed split: {len(d['models'])} base types, {d['jobs']} workers, device {d['device']}, "
              f"timeout {d['timeout']} s", "", f"torch {d['torch']}, transformers {d['transformers']}; {d['host']}", "",
-             "| phase | what | items | wall s | wall / naive | worker s | fresh builds | stopped at budget |",
-             "|---|---|---|---|---|---|---|---|"]
+             "| phase | what | items | wall s | wall / naive | CPU s | CPU / naive | worker s | fresh builds | load avg "
+             "(start, end) | stopped at budget |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     what = {"naive": "naive harness", "call": "sweep `call` (default pass)", "engine": "sweep `naive` (naive call, engine)",
             "variants": "sweep `call_unpadded` + `call_nocache` (eval)"}
     for name, ph in d["phases"].items():
         lines.append(f"| {name} | {what[name]} | {ph.get('items', 0)} | {ph['wall_s']} | {ph.get('wall_vs_naive')} | "
-                     f"{ph.get('worker_s')} | {ph.get('fresh_builds', '')} | {ph['stopped_at_budget']} |")
+                     f"{ph['cpu_s']} | {ph.get('cpu_vs_naive')} | {ph.get('worker_s')} | {ph.get('fresh_builds', '')} | "
+                     f"{ph.get('load_avg', '')} | {ph['stopped_at_budget']} |")
     for mode, groups in d["split"].items():
         for group, s in groups.items():
             if not s:
@@ -231,7 +237,9 @@ def markdown(d: dict) -> str:
         lines += [f"- {x['item']}: {x['a']} / {x['b']}" for x in a["differ"]]
     lines += ["", "build: resolve + create (the naive harness: its share of the type's build); trace: trace + "
               "fullgraph stages (the naive harness: its compile step); engine: the rest of the item's worker time "
-              "(eager step, plan, result). Worker time excludes the pool and process start-up; wall includes them."]
+              "(eager step, plan, result). Worker time excludes the pool and process start-up; wall includes them. "
+              "CPU: every process of the phase (start-up included), the robust figure when other jobs share the "
+              "cores (see the load average)."]
     return "\n".join(lines) + "\n"
 
 
@@ -266,12 +274,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--baseline", type=Path, help="an earlier default Dynamo pass on this device (a sweep "
                     "directory): the `call` phase's verdicts are compared with it")
     ap.add_argument("--out", type=Path, required=True, help="a fresh directory")
+    ap.add_argument("--resume", action="store_true", help="keep the finished phases of an earlier run in --out "
+                    "and run the others (a phase that ran nothing runs again)")
     ap.add_argument("--publish", type=Path, help="after each phase, copy the report and an archive of the "
                     "results here (a GPU machine's $OUT)")
     args = ap.parse_args(argv)
+    previous = {}
     if (args.out / "split.json").exists():
-        print(f"{args.out} holds a previous run: pass a fresh --out", file=sys.stderr)
-        return 2
+        if not args.resume:
+            print(f"{args.out} holds a previous run: pass a fresh --out (or --resume)", file=sys.stderr)
+            return 2
+        previous = json.loads((args.out / "split.json").read_text(encoding="utf-8"))["phases"]
     listed = []
     if args.models_file:
         listed = [ln.strip() for ln in args.models_file.read_text().splitlines() if ln.strip() and not ln.startswith("#")]
@@ -296,8 +309,10 @@ def main(argv: list[str] | None = None) -> int:
             "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t_start)), "budget_min": args.budget_min}
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     py = sys.executable
-    phases: dict[str, dict] = {}
+    phases: dict[str, dict] = {k: v for k, v in previous.items() if v.get("items")}
     for name in args.phases:
+        if name in phases:
+            continue
         left = deadline - time.time()
         if left < 20:
             print(f"== {name}: skipped, {left:.0f} s of the budget left", file=sys.stderr)
