@@ -98,12 +98,17 @@ def sweep_rows(out: Path, phase: str) -> list[dict]:
         return []
     rows = []
     for r in load_results(path).values():
-        st = r.stage_s
+        st, cs = r.stage_s, r.stage_cpu_s
         build = st.get("resolve", 0.0) + st.get("create", 0.0)
         trace = st.get("trace", 0.0) + st.get("fullgraph", 0.0)
+        cpu = sum(cs.values())
+        build_cpu = cs.get("resolve", 0.0) + cs.get("create", 0.0)
+        trace_cpu = cs.get("trace", 0.0) + cs.get("fullgraph", 0.0)
         rows.append({"model_type": r.spec.model_id, "mode": r.spec.mode, "scenario": r.spec.scenario,
                      "verdict": str(r.verdict), "seconds": r.duration_s, "build_s": build, "trace_s": trace,
                      "engine_s": max(0.0, r.duration_s - build - trace), "eager_s": st.get("eager", 0.0),
+                     "cpu": cpu, "build_cpu": build_cpu, "trace_cpu": trace_cpu,
+                     "engine_cpu": max(0.0, cpu - build_cpu - trace_cpu), "eager_cpu": cs.get("eager", 0.0),
                      "build": r.build})
     return rows
 
@@ -114,10 +119,12 @@ def _naive_as_rows(rows: list[dict]) -> list[dict]:
         if "model_type" not in r:
             continue
         build = r.get("build_s", 0.0)
+        build_cpu = r.get("build_cpu_s", build)
         verdict = r["verdict"] if r["verdict"] in ("full_graph", "graph_break", "create_error") else "error"
         out.append({"model_type": r["model_type"], "mode": r["mode"], "scenario": None, "verdict": verdict,
                     "seconds": r["seconds"], "build_s": build, "trace_s": r["seconds"] - build, "engine_s": 0.0,
-                    "eager_s": 0.0, "build": ""})
+                    "eager_s": 0.0, "cpu": r.get("cpu_s", 0.0), "build_cpu": build_cpu,
+                    "trace_cpu": r.get("cpu_s", 0.0) - build_cpu, "engine_cpu": 0.0, "eager_cpu": 0.0, "build": ""})
     return out
 
 
@@ -136,13 +143,17 @@ def split(rows_by: dict[str, list[dict]], labels: list[str], mode: str, only_ful
         if lab not in keyed:
             continue
         picked = [keyed[lab][t] for t in common]
-        tot = {k: round(sum(r[k] for r in picked), 2) for k in ("seconds", "build_s", "trace_s", "engine_s", "eager_s")}
+        tot = {k: round(sum(r[k] for r in picked), 2) for k in ("seconds", "build_s", "trace_s", "engine_s", "eager_s",
+                                                                   "cpu", "build_cpu", "trace_cpu", "engine_cpu",
+                                                                   "eager_cpu")}
         tot["per_item_s"] = round(tot["seconds"] / len(picked), 3) if picked else None
+        tot["per_item_cpu"] = round(tot["cpu"] / len(picked), 3) if picked else None
         tot["fresh_builds"] = sum(1 for r in picked if r["build"] == "fresh")
         out["by"][lab] = tot
-    base = out["by"].get("naive harness", {}).get("seconds")
+    base = out["by"].get("naive harness", {})
     for tot in out["by"].values():
-        tot["vs_naive"] = round(tot["seconds"] / base, 3) if base else None
+        tot["vs_naive"] = round(tot["seconds"] / base["seconds"], 3) if base.get("seconds") else None
+        tot["cpu_vs_naive"] = round(tot["cpu"] / base["cpu"], 3) if base.get("cpu") else None
     return out
 
 
@@ -216,17 +227,24 @@ def markdown(d: dict) -> str:
         lines.append(f"| {name} | {what[name]} | {ph.get('items', 0)} | {ph['wall_s']} | {ph.get('wall_vs_naive')} | "
                      f"{ph['cpu_s']} | {ph.get('cpu_vs_naive')} | {ph.get('worker_s')} | {ph.get('fresh_builds', '')} | "
                      f"{ph.get('load_avg', '')} | {ph['stopped_at_budget']} |")
+    # CPU time on a CPU run (other jobs on shared cores stretch wall time, not CPU time); wall time
+    # on CUDA, where CPU time misses the waits for the device.
+    cpu = d["device"] == "cpu"
+    k = {"s": "cpu", "build": "build_cpu", "trace": "trace_cpu", "engine": "engine_cpu", "eager": "eager_cpu",
+         "per": "per_item_cpu", "vs": "cpu_vs_naive"} if cpu else \
+        {"s": "seconds", "build": "build_s", "trace": "trace_s", "engine": "engine_s", "eager": "eager_s",
+         "per": "per_item_s", "vs": "vs_naive"}
     for mode, groups in d["split"].items():
         for group, s in groups.items():
             if not s:
                 continue
             title = "all items every row ran" if group == "all" else "items full graph in every row"
-            lines += ["", f"## {mode}: {title} ({s['items']} types)", "",
+            lines += ["", f"## {mode}: {title} ({s['items']} types), {'CPU' if cpu else 'wall'} seconds", "",
                       "| row | seconds | per item | build | trace (Dynamo) | engine (rest) | of which eager | fresh builds | vs naive harness |",
                       "|---|---|---|---|---|---|---|---|---|"]
             for lab, t in s["by"].items():
-                lines.append(f"| {lab} | {t['seconds']} | {t['per_item_s']} | {t['build_s']} | {t['trace_s']} | "
-                             f"{t['engine_s']} | {t['eager_s']} | {t['fresh_builds']} | {t['vs_naive']} |")
+                lines.append(f"| {lab} | {t[k['s']]} | {t[k['per']]} | {t[k['build']]} | {t[k['trace']]} | "
+                             f"{t[k['engine']]} | {t[k['eager']]} | {t['fresh_builds']} | {t[k['vs']]} |")
     b = d.get("against_baseline")
     if b:
         lines += ["", f"Verdicts of `call` against the earlier default pass `{b['baseline']}`: {b['agree']} of "
