@@ -7,7 +7,7 @@ eval is a no-grad forward, train a forward plus backward of the sweep's loss. No
 eager run, no explain: a graph break is simply the fullgraph failure. One JSON line per item:
 
     {"model_type", "task", "mode", "verdict": full_graph|graph_break|error|create_error,
-     "seconds", "cpu_s", "build_s", "error"}
+     "seconds", "cpu_s", "build_s", "build_cpu_s", "error"}
 
 `seconds` is the compile step plus this item's share of the build (split over the modes), so summed
 over items it is the worker time. A worker also writes one {"worker": i, "import_s": ...} line.
@@ -74,7 +74,8 @@ def worker(models: list[str], modes: list[str], task: str, device: str, threads:
         b1, bc1 = _now()
         build_s, build_cpu = (b1 - b0) / len(modes), (bc1 - bc0) / len(modes)
         for mode in modes:
-            row = {"model_type": mt, "task": task, "mode": mode, "build_s": round(build_s, 3)}
+            row = {"model_type": mt, "task": task, "mode": mode, "build_s": round(build_s, 3),
+                   "build_cpu_s": round(build_cpu, 3)}
             s0, sc0 = _now()
             if error:
                 row.update(verdict="create_error", error=error)

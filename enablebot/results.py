@@ -250,6 +250,8 @@ class RunResult(Serializable):
     started_at: str = ""
     duration_s: float = 0.0
     stage_s: dict[str, float] = field(default_factory=dict)  # seconds per stage: where the time goes
+    stage_cpu_s: dict[str, float] = field(default_factory=dict)  # CPU seconds per stage (this process, all threads)
+    build: str = ""  # fresh | copy (of the worker's kept build of the same type, spec and registry)
     steps: list[StepStats] = field(default_factory=list)  # per compiled step of the scenario
     towers: dict[str, int] = field(default_factory=dict)  # forward calls per top-level submodule (eager)
     towers_not_run: list[str] = field(default_factory=list)  # towers (vision, audio, ...) the call never ran

@@ -20,6 +20,9 @@
 #   diag:     the diagnostic scenarios (call_unpadded, call_nocache) over sweeps/gpu-diagnostics.txt,
 #             into OUT/cuda-diagnostics: which breaks need the padding or the cache.
 #   nvs:      benchmarks/naive_vs_sweep.py on the first 100 base model types, eval + train, side by side.
+#   split:    benchmarks/speed_split.py on the same types: where the time goes (build / Dynamo / engine)
+#             for the naive harness, the default call, the naive call through the engine and the
+#             diagnostic variants, in one run of MAX_MINUTES; OUT gets split.md, split.json, an archive.
 #   dynamo:   the Dynamo pass with the default scenarios (call; decode for generative heads) over
 #             everything, into OUT/cuda-dynamo-default; RESUME=DIR continues an earlier time-boxed run.
 set -u
@@ -79,6 +82,12 @@ case $part in
   nvs)
     $py benchmarks/naive_vs_sweep.py --first 100 --jobs "${JOBS:-14}" --timeout 120 --out "$out/naive-vs-sweep"
     rm -rf "$out"/naive-vs-sweep/*/logs ;;
+  split)
+    # benchmarks/speed_split.py on the first 100 base types, 14 workers, one time-boxed run: the naive
+    # harness, the default `call`, the naive call through the engine, call_unpadded + call_nocache;
+    # the report, and an archive of every phase's results, land in OUT after each phase.
+    $py benchmarks/speed_split.py --first 100 --jobs "${JOBS:-14}" --timeout 120 --device cuda \
+      --budget-min "$minutes" --baseline results/gpu/cuda-dynamo-default --out /tmp/speed-split --publish "$out" ;;
   dynamo)
     d="$out/cuda-dynamo-default"
     if [ -n "${RESUME:-}" ]; then mkdir -p "$d" && cp -r "$RESUME"/. "$d"/; fi

@@ -125,3 +125,69 @@ def test_a_process_forked_from_the_pools_server_runs_multithreaded_ops(tmp_path)
     if p.exitcode is None:
         p.kill()
     assert p.exitcode == 0
+
+
+def test_an_idle_worker_takes_its_own_types_next_and_leaves_other_workers_types_to_them():
+    from enablebot.execute.pool import _affine
+
+    pending = [spec(m, mode) for m, mode in (("a", "eval"), ("a", "train"), ("b", "eval"), ("b", "train"))][::-1]
+    # A second idle worker beside the one running a/eval: b, not a/train (which would build `a` twice).
+    assert pending[_affine(pending, None, {"a"})].model_id == "b"
+    assert pending[_affine(pending, "b", {"a"})].model_id == "b"  # its own type first, wherever it is queued
+    # Only another worker's type is left: take it rather than sit idle at the tail.
+    assert pending[2:][_affine(pending[2:], None, {"a"})].model_id == "a"
+
+
+def dynamo_spec(model, mode, **kw):
+    return spec(model, mode, pass_name="dynamo", backend="eager", numerics=False, timing=False, timeout_s=240, **kw)
+
+
+def test_a_base_and_a_head_build_are_both_kept_for_the_next_items_of_the_type():
+    from enablebot.model import prepare
+
+    prepare.forget()
+    first = [prepare.prepare(dynamo_spec("gpt2", "eval", task=t)).copied for t in ("base", "head")]
+    again = [prepare.prepare(dynamo_spec("gpt2", "train", task=t)).copied for t in ("base", "head")]
+    prepare.forget()
+    assert first == [False, False] and again == [True, True]
+
+
+@pytest.mark.slow
+def test_a_pool_builds_each_type_once_and_its_copies_give_the_verdicts_of_fresh_builds(tmp_path):
+    """Two workers, eval + train of two real tiny models: one build per type (eval and train of a
+    type used to go to the two idle workers side by side, each building it), and every item's
+    verdict, graphs, breaks and ops equal those of a run that builds afresh."""
+    from enablebot.measure.runner import run_spec
+    from enablebot.model import prepare
+
+    specs = [dynamo_spec(m, mode) for m in ("gpt2", "bert") for mode in ("eval", "train")]
+    pooled = {r.key: r for r in WorkerPool(jobs=2, log_dir=tmp_path, start_method="forkserver").run(specs)}
+    builds = {m: sorted(r.build for r in pooled.values() if r.spec.model_id == m) for m in ("gpt2", "bert")}
+    assert builds == {"gpt2": ["copy", "fresh"], "bert": ["copy", "fresh"]}
+
+    def seen(r):
+        return (str(r.verdict), r.explain_graphs, r.explain_breaks, r.ops_captured, r.fullgraph_ok)
+
+    for s in specs:
+        prepare.forget()
+        fresh = run_spec(s)
+        assert fresh.build == "fresh"
+        assert seen(pooled[fresh.key]) == seen(fresh), s
+    prepare.forget()
+
+
+def test_a_fork_server_started_early_is_the_one_the_pool_forks_its_workers_from(tmp_path):
+    """`enablebot sweep` starts the fork server before it plans, so the server's imports overlap the
+    planning; the pool must then fork from that server, not start a second one."""
+    from multiprocessing import forkserver
+
+    from enablebot.execute.pool import start_fork_server
+
+    assert start_fork_server()
+    server = forkserver._forkserver._forkserver_pid
+    pool = WorkerPool(jobs=1, log_dir=tmp_path, start_method="forkserver")
+    p = pool._ctx.Process(target=sum, args=([1, 2],))
+    p.start()
+    p.join(240)
+    assert p.exitcode == 0 and forkserver._forkserver._forkserver_pid == server
+    assert not start_fork_server("spawn")

@@ -391,3 +391,17 @@ def test_every_known_architecture_has_a_model_to_sweep():
     assert known["resnet"].task == "image-classification"  # a fallback never displaces a usual head
     items = plan(Registry.load_cached(None), SweepOptions(modes=("eval",), tasks=("main",)), ["vitmatte", "superglue"])
     assert sorted((it.model_id, it.task) for it in items) == [("superglue", "head"), ("vitmatte", "head")]
+
+
+def test_the_diagnostic_naive_scenario_is_planned_in_eval_and_train_and_never_by_default():
+    reg = Registry.load_cached(None)
+    items = plan(reg, SweepOptions(scenarios=("naive", "call_unpadded"), tasks=("base",)), ["llama"])
+    assert {(it.mode, it.scenario) for it in items} == {("eval", "naive"), ("train", "naive"), ("eval", "call_unpadded")}
+    assert not {it for it in plan(reg, SweepOptions(), ["llama"]) if it.scenario == "naive"}
+    import torch
+
+    from enablebot.measure.scenarios import plan as plan_steps
+
+    inputs = {"input_ids": torch.ones(2, 8, dtype=torch.long)}
+    steps = plan_steps("naive", torch.nn.Linear(2, 2), None, inputs, "text", "train")
+    assert steps.skip_reason is None and torch.equal(steps.steps[0].make_inputs()["input_ids"], inputs["input_ids"])

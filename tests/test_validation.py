@@ -130,7 +130,7 @@ def test_a_bad_nightly_setting_fails_in_one_line(tmp_path, sweep, expected):
 
 def test_the_committed_nightly_settings_load_typed():
     cfg = NightlyConfig.load(ROOT / ".github" / "enablebot-nightly.yaml")
-    assert (cfg.sweep.pass_, cfg.sweep.device, cfg.sweep.jobs, cfg.sweep.timeout) == ("dynamo", "cpu", 2, 300.0)
+    assert (cfg.sweep.pass_, cfg.sweep.device, cfg.sweep.jobs, cfg.sweep.timeout) == ("dynamo", "cpu", 4, 300.0)
     assert cfg.fix.llm_model is None  # ${ENABLEBOT_LLM_MODEL} unset: dropped, the default holds
 
 

@@ -50,6 +50,7 @@ class Scenario(str, Enum):
     dynamic = "dynamic"
     call_unpadded = "call_unpadded"  # diagnostic: call without padding
     call_nocache = "call_nocache"    # diagnostic: call with use_cache=False
+    naive = "naive"                  # diagnostic: the naive harness's call (unpadded, defaults), eval and train
 
 
 class Pass(str, Enum):

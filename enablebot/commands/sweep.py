@@ -76,6 +76,9 @@ def register(app: typer.Typer) -> None:
             err.print(f"[red]error:[/red] --pass {pass_.value}: this sweep runs only {', '.join(PASSES)}")
             raise typer.Exit(2)
         dev = require_device(device)
+        from ..execute.pool import start_fork_server
+
+        start_fork_server()  # its imports overlap this process's planning (seconds of every sweep's wall)
         if jobs is None:
             jobs = default_jobs(pass_.value, dev)
         elif pass_ == Pass.inductor and dev == "cpu" and jobs > 1:

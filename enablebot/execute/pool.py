@@ -114,7 +114,10 @@ class WorkerPool:
                     if idle is None:
                         idle = self._spawn()
                         workers.append(idle)
-                    spec = pending.pop(_affine(pending, idle.last_model))
+                    # Architectures another live worker has built (running now, or idle and
+                    # about to be handed its next item of the same type).
+                    owned = {w.last_model for w in workers if w is not idle and w.last_model}
+                    spec = pending.pop(_affine(pending, idle.last_model, owned))
                     idle.last_model = spec.model_id
                     idle.spec, idle.started = spec, time.time()
                     idle.log_offset = idle.log_path.stat().st_size if idle.log_path.exists() else 0
@@ -187,6 +190,19 @@ PRELOAD = ("enablebot.execute.preload",)
 START_METHODS = ("forkserver", "spawn")
 
 
+def start_fork_server(start_method: str | None = None) -> bool:
+    """Start the fork server now, without waiting for it: its imports (seconds) then overlap the
+    caller's own start-up and planning instead of following them; the pool's first worker waits
+    only for what is left. False when workers are spawned instead (nothing to start)."""
+    if _start_method(start_method) != "forkserver":
+        return False
+    from multiprocessing import forkserver
+
+    mp.get_context("forkserver").set_forkserver_preload(list(PRELOAD))
+    forkserver.ensure_running()
+    return True
+
+
 def _start_method(asked: str | None) -> str:
     method = asked or os.environ.get("ENABLEBOT_POOL_START") or "forkserver"
     if method not in START_METHODS:
@@ -196,14 +212,22 @@ def _start_method(asked: str | None) -> str:
     return method
 
 
-def _affine(pending: list[RunSpec], model_id: str | None) -> int:
-    """Index of the next spec to hand a worker: the same architecture as its last one when
-    one is queued (its modeling module is already imported there), else the next in order.
-    `pending` is reversed (next at the end); the search looks a few items ahead only."""
+def _affine(pending: list[RunSpec], model_id: str | None, owned: set[str] | frozenset = frozenset()) -> int:
+    """Index of the next spec to hand an idle worker (`pending` is reversed: next at the end):
+    1. an item of the architecture it ran last (built and imported there: prepare.py keeps the
+       build, so eval, train and the scenarios of one type cost one build per worker);
+    2. else the next item of an architecture no other worker has built (`owned`: that worker
+       takes it next, by rule 1; before this rule, eval and train of one type went to two idle
+       workers side by side and both built it);
+    3. else the next item: only items of other workers' architectures are left, and a second
+       build costs less than an idle worker at the tail."""
     if model_id is not None:
-        for i in range(len(pending) - 1, max(len(pending) - 9, -1), -1):
+        for i in range(len(pending) - 1, -1, -1):
             if pending[i].model_id == model_id:
                 return i
+    for i in range(len(pending) - 1, -1, -1):
+        if pending[i].model_id not in owned:
+            return i
     return len(pending) - 1
 
 

@@ -178,6 +178,7 @@ def _prepare(run: Run) -> None:
     spec, result = run.spec, run.result
     prepared = prepare(spec, run.resolved)
     run.prepared = prepared
+    result.build = "copy" if prepared.copied else "fresh"
     result.model_type, result.model_class, result.modality = (prepared.model_type, prepared.class_name,
                                                               prepared.modality)
     result.n_params = sum(p.numel() for p in prepared.model.parameters())
@@ -419,7 +420,7 @@ def run_spec(spec: RunSpec, progress: Callable[[str], None] | None = None) -> Ru
             if not stage.when(spec):
                 continue
             say(stage.progress or stage.name)
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             try:
                 stage.fn(run)
             except fatal:
@@ -430,6 +431,9 @@ def run_spec(spec: RunSpec, progress: Callable[[str], None] | None = None) -> Ru
                 result.error = error_info(stage.name, e)
             finally:
                 result.stage_s[stage.name] = round(result.stage_s.get(stage.name, 0.0) + time.perf_counter() - t0, 3)
+                # CPU time beside wall time: on shared cores it is what the stage itself cost.
+                result.stage_cpu_s[stage.name] = round(result.stage_cpu_s.get(stage.name, 0.0)
+                                                       + time.process_time() - c0, 3)
         result.verdict = decide(run)
     except EndRun as e:
         result.verdict, result.note = e.verdict, e.note

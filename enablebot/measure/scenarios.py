@@ -14,6 +14,10 @@ old minimal harness (cache off, no padding) hid can be attributed (scripts/scena
   call_unpadded  `call` without padding (every row full length; the cache at its default);
   call_nocache   `call` with `use_cache=False` passed, as a user turns the cache off.
 They are never defaults: they answer "which of the two made it break".
+A third diagnostic, `naive`, is the call of an independent naive harness (benchmarks/naive_harness.py):
+the builder's inputs, unpadded, the model's defaults, in eval and in train (forward + backward).
+In eval it is `call_unpadded`; it exists so that benchmarks/speed_split.py can run the naive
+harness's own calls through the engine and price the engine apart from what the calls cost.
 
 `plan()` returns the steps; each `Step.make_inputs()` returns fresh inputs (a forward
 mutates a cache in place, so every call gets its own deep copy). Preparing `decode` runs
@@ -33,7 +37,8 @@ from typing import Any, Callable, Iterator
 
 from ..model.padding import Padding, forward_params, pad_batch
 
-SCENARIOS = ("call", "decode", "dynamic", "call_unpadded", "call_nocache")
+SCENARIOS = ("call", "decode", "dynamic", "call_unpadded", "call_nocache", "naive")
+TRAIN_SCENARIOS = ("call", "naive")  # the only ones with a train step (forward + backward)
 DEFAULT_SCENARIOS = ("call", "decode")  # what a default Dynamo pass covers
 
 # Inputs generate() feeds only to the prefill (transformers' MULTIMODAL_INPUTS_TO_DROP_OUTSIDE_PREFILL
@@ -95,13 +100,13 @@ def plan(name: str, model: Any, config: Any, inputs: dict, modality: str, mode: 
     if not has_forward(model):  # e.g. 5.0's GlmImageVQVAE: used through encode(), never model(**inputs)
         return ScenarioPlan(name, skip_reason=f"{type(model).__name__} defines no forward: it is not called as "
                                               "model(**inputs)")
-    if mode == "train" and name != "call":
+    if mode == "train" and name not in TRAIN_SCENARIOS:
         return ScenarioPlan(name, skip_reason="train runs only the call scenario (forward + backward)")
     if name == "call":
         return plan_call(model, config, inputs)
-    if name == "call_unpadded":
+    if name in ("call_unpadded", "naive"):
         return ScenarioPlan(name, steps=[Step("call", fresh(inputs))],
-                            padding=Padding(reason="call_unpadded: every row at full length"))
+                            padding=Padding(reason=f"{name}: every row at full length"))
     if name == "call_nocache":
         return plan_call_nocache(model, config, inputs)
     if name == "decode":

@@ -29,6 +29,7 @@ class Prepared:
     modality: str
     recipe: dict[str, Any] = field(default_factory=dict)
     changes: dict[str, Any] = field(default_factory=dict)
+    copied: bool = False  # a copy of this process's kept build, not a build of its own
 
 
 def resolve_spec(spec: RunSpec) -> Any:
@@ -42,9 +43,11 @@ def resolve_spec(spec: RunSpec) -> Any:
     return resolve(spec.model_id, registry, allow_remote_code=spec.allow_remote_code)
 
 
-# The last pristine build in this process: (key, Prepared). One entry is enough, because the
-# pool hands a worker the same architecture again while any of its specs is queued.
+# The last pristine builds in this process, newest first: (key, Prepared). The pool hands a
+# worker every queued item of the architecture it ran last (pool._affine), so its eval, train and
+# scenario items follow one another; two entries keep a type's base and head builds both.
 _LAST: list[tuple[tuple, Prepared]] = []
+KEEP = 2
 
 
 def _key(spec: RunSpec) -> tuple:
@@ -59,11 +62,12 @@ def prepare(spec: RunSpec, res: Any = None, *, reuse: bool = True) -> Prepared:
     from .inputs import build_inputs
 
     key = _key(spec)
-    if reuse and _LAST and _LAST[0][0] == key:
+    kept = next((p for k, p in _LAST if k == key), None) if reuse else None
+    if kept is not None:
         try:
-            return _copy(_LAST[0][1])
+            return _copy(kept, copied=True)
         except Exception:  # noqa: BLE001 - a model that cannot be deep-copied is built afresh
-            _LAST.clear()
+            _LAST[:] = [(k, p) for k, p in _LAST if k != key]
             reuse = False
     res = res if res is not None else resolve_spec(spec)
     built = build.build_model(res, size=spec.size, task=spec.task, seed=spec.seed)
@@ -79,16 +83,16 @@ def prepare(spec: RunSpec, res: Any = None, *, reuse: bool = True) -> Prepared:
         copied = _copy(prepared)
     except Exception:  # noqa: BLE001 - not deep-copyable: hand out the build itself, keep nothing
         return prepared
-    _LAST[:] = [(key, prepared)]
+    _LAST[:] = [(key, prepared)] + [(k, p) for k, p in _LAST if k != key][:KEEP - 1]
     return copied
 
 
-def _copy(p: Prepared) -> Prepared:
+def _copy(p: Prepared, copied: bool = False) -> Prepared:
     # The runner moves, casts and trains its model: never hand out the kept one.
     model = copy.deepcopy(p.model)
     return Prepared(model=model, config=getattr(model, "config", p.config), inputs=copy.deepcopy(p.inputs),
                     model_type=p.model_type, class_name=p.class_name, modality=p.modality, recipe=p.recipe,
-                    changes=p.changes)
+                    changes=p.changes, copied=copied)
 
 
 def forget() -> None:

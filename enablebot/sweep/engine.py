@@ -11,7 +11,7 @@ import hashlib
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Any, Callable, Iterable
 
 from .checkpoint import Checkpoint
 from ..model.registry import Registry
@@ -112,11 +112,13 @@ def plan(registry: Registry, opts: SweepOptions, models: Iterable[str] | None = 
 
 
 def applies(scenario: str, task: str, mode: str, head_task: str | None) -> bool:
-    """Whether a sweep plans `scenario` for an item: `call` always; `decode` for a generative
-    head in eval; `dynamic` in eval. (A scenario run on a model it does not fit is `skipped`.)"""
+    """Whether a sweep plans `scenario` for an item: `call` (and the diagnostic `naive`) always;
+    `decode` for a generative head in eval; the others in eval. (A scenario run on a model it does not fit is `skipped`.)"""
     from ..model.catalog import GENERATIVE_TASKS
 
-    if scenario == "call":
+    from ..measure.scenarios import TRAIN_SCENARIOS
+
+    if scenario in TRAIN_SCENARIOS:
         return True
     if mode != "eval":
         return False
@@ -207,11 +209,16 @@ def run_sweep(items: list[SweepItem], opts: SweepOptions, out_dir: Path, *, jobs
     t0 = time.time()
     ckpt = Checkpoint(out_dir)
     specs = [to_spec(it, opts) for it in items]
-    keys = _item_keys(specs, opts)
     if reuse_from is not None:
+        keys = _item_keys(specs, opts)
         todo, reused = _apply_reuse(specs, keys, ckpt, Path(reuse_from), out_dir, strict_versions)
+        pending_keys = _Ready(keys)
     else:
         todo, reused = [s for s in specs if spec_key(s) not in ckpt.done], 0
+        # No decision waits for the cache keys here: they are computed beside the pool and written
+        # as results arrive (importing every type's configuration for them took 8-14 s before the
+        # first item, 100 types on 2 loaded cores).
+        pending_keys = _Background(_item_keys, specs, opts)
     # A first crash is retried once on resume: a worker killed from outside looks the same.
     todo += [s for s in specs if spec_key(s) in ckpt.done and not is_final(ckpt.done[spec_key(s)]) and s not in todo]
     tried = {spec_key(s): ckpt.done[spec_key(s)].attempts for s in todo if spec_key(s) in ckpt.done}
@@ -223,31 +230,92 @@ def run_sweep(items: list[SweepItem], opts: SweepOptions, out_dir: Path, *, jobs
 
     pool = WorkerPool(jobs=jobs, log_dir=out_dir / "logs", recycle_after=recycle_after,
                       limits=Limits.for_device(opts.device),
-                      threads=_threads_per_worker(jobs) if opts.device == "cpu" else None)
+                      # On CUDA too: building, input making and Dynamo's own work run on the host,
+                      # and N workers each with every core's OpenMP threads oversubscribe it (the
+                      # naive harness always set this; the sweep left CUDA workers at the default).
+                      threads=_threads_per_worker(jobs))
     deadline = t0 + max_minutes * 60 if max_minutes else None
     stop = (lambda: time.time() > deadline) if deadline else None
     finished = False
+    unkeyed: list[str] = []  # results whose cache key is not computed yet
     try:
         for result in pool.run(todo, on_start=on_start, should_stop=stop):
             result.attempts = tried.get(result.key, 0) + 1
             mark_contention(result, jobs)
             ckpt.append(result)
-            if keys.get(result.key) is not None:
-                from .incremental import append_key
-
-                append_key(out_dir, result.key, keys[result.key])
+            unkeyed.append(result.key)
+            if pending_keys.done():
+                _append_keys(out_dir, pending_keys.result(), unkeyed)
             stats.ran += 1
             stats.verdicts[result.verdict] = stats.verdicts.get(result.verdict, 0) + 1
             if on_result:
                 on_result(result)
+        _append_keys(out_dir, pending_keys.result(), unkeyed)
         finished = True
     finally:
+        if not finished and unkeyed and pending_keys.done():
+            try:
+                _append_keys(out_dir, pending_keys.result(), unkeyed)
+            except Exception:  # noqa: BLE001 - unwinding already: a missing key only means a re-run later
+                pass
         # A killed sweep (SIGTERM, Ctrl-C) logs its invocation too: a resumed pass's time adds up
         # its invocations, and the killed one's wall would otherwise vanish from it.
         stats.wall_s = round(time.time() - t0, 1)
         stats.not_started = len(todo) - stats.ran
         _log_run(out_dir, stats, opts, jobs, t0, interrupted=not finished)
     return stats
+
+
+def _append_keys(out_dir: Path, keys: dict, result_keys: list[str]) -> None:
+    """Write the cache keys of `result_keys` (emptied) next to their results."""
+    from .incremental import append_key
+
+    for rk in result_keys:
+        if keys.get(rk) is not None:
+            append_key(out_dir, rk, keys[rk])
+    result_keys.clear()
+
+
+class _Ready:
+    """A value already computed, read like _Background."""
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def done(self) -> bool:
+        return True
+
+    def result(self) -> Any:
+        return self.value
+
+
+class _Background(_Ready):
+    """`fn(*args)` in a daemon thread (a killed sweep does not wait for it); `result()` waits and
+    re-raises its error."""
+
+    def __init__(self, fn: Callable[..., Any], *args: Any) -> None:
+        import threading
+
+        super().__init__(None)
+        self.error: BaseException | None = None
+
+        def work() -> None:
+            try:
+                self.value = fn(*args)
+            except BaseException as e:  # noqa: BLE001 - re-raised by result()
+                self.error = e
+
+        self.thread = threading.Thread(target=work, name="cache-keys", daemon=True)
+        self.thread.start()
+
+    def done(self) -> bool:
+        return not self.thread.is_alive()
+
+    def result(self) -> Any:
+        self.thread.join()
+        if self.error is not None:
+            raise self.error
+        return self.value
 
 
 def _item_keys(specs: list[RunSpec], opts: SweepOptions) -> dict:
