@@ -65,3 +65,48 @@ def test_registry_data_makes_the_call_run(model_type, registry):
     b, _, plan = _call(model_type, registry, task="head")
     with torch.no_grad():
         b.model(**plan.steps[0].make_inputs())
+
+
+# Towers that did not run on transformers 5.17 (the H200's release), by generic rules.
+def test_image_feature_rows_read_an_attribute_only_pooler_output():
+    # transformers 5.17's Mistral3 sets `pooler_output` (one tensor per image) on a
+    # BaseModelOutput, which has no such field: it is an attribute, not a key.
+    from transformers.modeling_outputs import BaseModelOutput
+
+    from enablebot.model.images import _feature_rows
+
+    out = BaseModelOutput(last_hidden_state=torch.zeros(1, 8, 64))
+    out.pooler_output = (torch.zeros(4, 64), torch.zeros(4, 64))
+    assert _feature_rows(out, 2) == 4
+
+
+def test_shrink_keeps_vision_feature_layers_inside_the_tower():
+    from transformers import AutoConfig
+
+    from enablebot.model.shrink import shrink_config
+
+    cfg, _ = shrink_config(AutoConfig.for_model("vipllava"), "tiny")
+    n = cfg.vision_config.num_hidden_layers
+    layers = cfg.vision_feature_layers
+    assert len(layers) == 5  # the projector's input width counts them
+    assert all(-(n + 1) <= i <= n for i in layers)
+
+
+def test_shrink_sets_the_merger_width_to_the_text_width():
+    # GLM-OCR's default config: text hidden 1024, merger out_hidden_size 1536.
+    from transformers import AutoConfig
+
+    from enablebot.model.shrink import shrink_config
+
+    cfg, _ = shrink_config(AutoConfig.for_model("glm_ocr"), "tiny")
+    assert cfg.vision_config.out_hidden_size == cfg.text_config.hidden_size
+
+
+@pytest.mark.parametrize("model_type", ["glm_ocr", "vipllava"])
+def test_vlm_call_runs_its_vision_tower(model_type, registry):
+    from enablebot.measure.towers import count_towers
+
+    b, _, plan = _call(model_type, registry, task="head")
+    with count_towers(b.model, b.config) as rep, torch.no_grad():
+        b.model(**plan.steps[0].make_inputs())
+    assert rep.not_run == [] and rep.missing_kinds == []
