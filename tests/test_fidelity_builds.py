@@ -102,8 +102,9 @@ def test_shrink_sets_the_merger_width_to_the_text_width():
     assert cfg.vision_config.out_hidden_size == cfg.text_config.hidden_size
 
 
-@pytest.mark.parametrize("model_type", ["glm_ocr", "vipllava"])
-def test_vlm_call_runs_its_vision_tower(model_type, registry):
+@pytest.mark.parametrize("model_type", ["glm_ocr", "vipllava", "audioflamingo3"])
+def test_multimodal_call_runs_its_tower(model_type, registry):
+    # audioflamingo3: a clip per sample, its placeholders counted by get_audio_features (audio.py)
     from enablebot.measure.towers import count_towers
 
     b, _, plan = _call(model_type, registry, task="head")

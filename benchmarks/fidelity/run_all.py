@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -21,6 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+RUNNING: set = set()  # child processes, killed with this one (a time-boxed call's `timeout`)
 SCRIPTS = ["audio_encoders.py", "train_mode_eval.py", "hybrid_linear_attention.py", "capture_flags.py",
            "vlm_towers.py", "compile_errors.py", "misc_breaks.py"]
 
@@ -29,6 +31,7 @@ def run_one(script: str, out: Path, timeout: float, env: dict) -> tuple[str, int
     t0 = time.time()
     proc = subprocess.Popen([sys.executable, str(HERE / script)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True, env=env)
+    RUNNING.add(proc)
     rows = out / "rows.jsonl"
     log = out / f"{Path(script).stem}.log"
     rc = 0
@@ -50,6 +53,7 @@ def run_one(script: str, out: Path, timeout: float, env: dict) -> tuple[str, int
     finally:
         if proc.poll() is None:
             proc.kill()
+        RUNNING.discard(proc)
     if rc == 0:
         with open(out / "done.txt", "a") as f:
             f.write(script + "\n")
@@ -78,6 +82,13 @@ def main() -> None:
     ap.add_argument("--timeout", type=float, default=1500.0)
     ap.add_argument("--max-minutes", type=float, default=0.0, help="start no script after this many minutes")
     a = ap.parse_args()
+
+    def stop(_sig: int, _frame: object) -> None:
+        for p in list(RUNNING):
+            p.kill()
+        os._exit(124)
+
+    signal.signal(signal.SIGTERM, stop)
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     done = set((out / "done.txt").read_text().split()) if (out / "done.txt").exists() else set()
