@@ -25,6 +25,10 @@
 #             diagnostic variants, in one run of MAX_MINUTES; OUT gets split.md, split.json, an archive.
 #   dynamo:   the Dynamo pass with the default scenarios (call; decode for generative heads) over
 #             everything, into OUT/cuda-dynamo-default; RESUME=DIR continues an earlier time-boxed run.
+#   fidelity: issue 28: benchmarks/fidelity/run_all.py (evidence per disagreement family), then the
+#             default Dynamo pass (12 workers), time-boxed (LIMIT, default 540 s) and resumed from
+#             STATE (warm machine) or RESUME=DIR (an earlier call's OUT, carried: DIR/cuda-dynamo-default
+#             and DIR/fidelity); into OUT/cuda-dynamo-default and OUT/fidelity (8 files).
 set -u
 out=${1:?OUT_DIR}; part=${2:?archs|inductor|cache}; minutes=${3:-8}
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
@@ -94,5 +98,33 @@ case $part in
     $py -m enablebot.cli sweep --pass dynamo --device cuda --jobs "${JOBS:-15}" --timeout 120 \
       --max-minutes "$minutes" --durations-from results/gpu/cuda-dynamo-scenarios --out "$d"
     rm -rf "$d/logs" ;;
+  fidelity)
+    # Issue 28 on the H200 (torch 2.11 + transformers 5.17), time-boxed and resumable: first the
+    # fidelity evidence scripts (benchmarks/fidelity/run_all.py: 7 scripts side by side, CPU, rows
+    # kept as they come), then the default Dynamo pass resumed in STATE (an ignored folder kept on
+    # a warm machine) or from RESUME (the results of an earlier call, committed or carried). Each
+    # call stops starting items LIMIT - 60 s in; what it has lands in OUT (8 files, 2 folders down).
+    st=${STATE:-out/fidelity}; end=$((SECONDS + ${LIMIT:-540}))
+    mkdir -p "$st/cuda-dynamo-default"
+    if [ -n "${RESUME:-}" ] && [ ! -s "$st/cuda-dynamo-default/results.jsonl" ]; then
+      cp "$RESUME"/cuda-dynamo-default/results.jsonl "$RESUME"/cuda-dynamo-default/sweep_runs.jsonl "$st/cuda-dynamo-default/" 2>/dev/null
+      mkdir -p "$st/evidence" && cp "$RESUME"/fidelity/rows.jsonl "$RESUME"/fidelity/done.txt "$st/evidence/" 2>/dev/null
+    fi
+    if ! grep -qx misc_breaks.py "$st/evidence/done.txt" 2>/dev/null; then
+      timeout $((end - SECONDS - 30)) $py benchmarks/fidelity/run_all.py "$st/evidence" --jobs 7 --timeout 400
+    fi
+    left=$((end - SECONDS))
+    if [ "$left" -gt 120 ]; then
+      timeout "$left" $py -m enablebot.cli sweep --pass dynamo --device cuda --jobs "${JOBS:-12}" --timeout 120 \
+        --max-minutes "$(( (left - 60) / 6 ))e-1" --durations-from results/gpu/cuda-dynamo-default \
+        --out "$st/cuda-dynamo-default"
+      tail -n1 "$st/cuda-dynamo-default/sweep_runs.jsonl"
+    fi
+    mkdir -p "$out/cuda-dynamo-default" "$out/fidelity"
+    for f in results.jsonl sweep_runs.jsonl summary.json report.md triage.json; do
+      [ -f "$st/cuda-dynamo-default/$f" ] && cp "$st/cuda-dynamo-default/$f" "$out/cuda-dynamo-default/"
+    done
+    $py benchmarks/fidelity/run_all.py "$st/evidence" --max-minutes 0.0001 >/dev/null 2>&1  # rewrites fidelity.md
+    for f in rows.jsonl fidelity.md done.txt; do [ -f "$st/evidence/$f" ] && cp "$st/evidence/$f" "$out/fidelity/"; done ;;
   *) echo "unknown part $part" >&2; exit 2 ;;
 esac

@@ -254,10 +254,18 @@ def test_recipe_tokens_that_do_not_fit_say_what_to_do(registry):
 
 
 def test_hybrid_cache_error_is_per_scenario(registry):
-    """granitemoehybrid (tiny: only linear-attention layers) raises in eager once the cache is
-    on. The decode scenario fails alone while it is planned; the other scenarios still plan,
-    and the call's eager error is its own verdict (never a reason to turn the cache off)."""
-    b, x, recipe = built("granitemoehybrid", registry)
+    """granitemoehybrid's default config (only linear-attention layers; the registry adds an
+    attention layer, as released checkpoints have) raises in eager once the cache is on. The
+    decode scenario fails alone while it is planned; the other scenarios still plan, and the
+    call's eager error is its own verdict (never a reason to turn the cache off)."""
+    import dataclasses
+
+    res = resolve("granitemoehybrid", registry)
+    res.entry = dataclasses.replace(res.entry, config={})  # the default config's layer kinds
+    b = build_model(res, task="head")
+    assert "full_attention" not in b.config.layer_types
+    recipe = res.entry.inputs or None
+    x = build_inputs(b.model, b.config, b.modality, recipe)
     with pytest.raises(scenarios.ScenarioError) as err:
         scenarios.plan("decode", b.model, b.config, x, b.modality, "eval")
     assert err.value.scenario == "decode" and err.value.stage == "prefill"

@@ -71,6 +71,10 @@ def _feature_rows(out: Any, images: int) -> int | None:
     import torch
 
     feats = out.get("pooler_output") if hasattr(out, "get") else out
+    if feats is None:
+        # Set as an attribute on an output class without that field (transformers 5.17's
+        # Mistral3 sets `pooler_output` on a BaseModelOutput): not among its keys.
+        feats = getattr(out, "pooler_output", None)
     if feats is None and hasattr(out, "get"):  # models merging the encoder output itself (Llama 4)
         feats = out.get("last_hidden_state")
     if isinstance(feats, (list, tuple)) and feats and torch.is_tensor(feats[0]):

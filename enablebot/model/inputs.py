@@ -141,6 +141,10 @@ def default_inputs(model: Any, config: Any, modality: str, *, batch: int, seq_le
         if not with_images:
             ctx.out.clear()
             ctx.out.update(saved)
+    from .audio import add_audio_tokens, wants_audio
+
+    if wants_audio(model, ctx, skip):  # audio LMs: a clip per sample with its placeholders
+        add_audio_tokens(model, ctx)
     if not with_images:
         from .documented import hidden_requirements
 

@@ -49,15 +49,19 @@ def is_decoder_only_generative(model: Any, config: Any) -> bool:
     return gen and not getattr(config, "is_encoder_decoder", False)
 
 
-def _pad_id(model: Any, config: Any) -> int:
+def _pad_id(model: Any, config: Any, ids: Any = None) -> int:
     """The config's pad token, if the input embedding has a row for it (encoder-decoders
-    may name the decoder's pad, outside the encoder's vocabulary); else 0."""
+    may name the decoder's pad, outside the encoder's vocabulary); else 0. Where the model
+    does not say which embedding its ids reach (Dia: `get_input_embeddings` is not
+    implemented), the ids themselves bound the vocabulary: they were drawn from it, so a
+    pad id above all of them may name another tower's vocabulary (Dia's text config is the
+    audio decoder's, pad 1025, over a 256-byte encoder)."""
     from .configs import text_config
 
     try:
         vocab = int(model.get_input_embeddings().num_embeddings)
     except Exception:  # noqa: BLE001 - no (standard) input embedding
-        vocab = None
+        vocab = int(ids.max()) + 1 if ids is not None and ids.numel() else None
     for c in (config, text_config(config)):
         v = getattr(c, "pad_token_id", None)
         if isinstance(v, int) and not isinstance(v, bool) and v >= 0 and (vocab is None or v < vocab):
@@ -97,7 +101,7 @@ def pad_text(model: Any, config: Any, inputs: dict[str, Any]) -> tuple[dict[str,
         return inputs, Padding(reason="no 2-D input_ids")
     b, s = ids.shape
     special = special_ids(config)
-    pad = _pad_id(model, config)
+    pad = _pad_id(model, config, ids)
     # Room to pad: trailing positions with ordinary tokens (image placeholders stay real),
     # at least 2 real tokens per row.
     free = min(_trailing_ordinary(ids, special), s - 2)
@@ -177,7 +181,41 @@ def pad_audio(model: Any, config: Any, inputs: dict[str, Any]) -> tuple[dict[str
     if torch.is_tensor(old):
         mask = mask.to(old.dtype)
     out[main], out[key] = padded, mask
+    if key == "attention_mask" and key not in inputs and extractor_mask_default(config) is False \
+            and not _runs(model, out) and _runs(model, {k: v for k, v in out.items() if k != key}):
+        # The forward's `attention_mask` is not a mask over samples or frames (AST masks its
+        # patch sequence), and the feature extractor returns none by default: the user's batch
+        # is the padded audio alone.
+        del out[key]
+        return out, Padding(side="right", lengths=lengths,
+                            reason="audio padded without a mask: the forward rejects one over frames, and the "
+                                   "feature extractor returns none by default")
     return out, Padding(key=key, side="right", lengths=lengths)
+
+
+def _runs(model: Any, inputs: dict[str, Any]) -> bool:
+    from .trial import runs
+
+    return runs(model, inputs)
+
+
+def extractor_mask_default(config: Any) -> bool | None:
+    """Whether the model type's feature extractor returns an attention mask by default (its
+    `return_attention_mask` argument's default); None when it has no extractor or no such switch."""
+    import inspect as _inspect
+
+    try:
+        import transformers
+        from transformers.models.auto.feature_extraction_auto import FEATURE_EXTRACTOR_MAPPING_NAMES
+    except ImportError:
+        return None
+    name = FEATURE_EXTRACTOR_MAPPING_NAMES.get(getattr(config, "model_type", None) or "")
+    try:
+        cls = getattr(transformers, name) if name else None
+        param = _inspect.signature(cls.__init__).parameters.get("return_attention_mask") if cls else None
+    except Exception:  # noqa: BLE001 - an extractor that needs a missing package
+        return None
+    return param.default if param is not None and isinstance(param.default, bool) else None
 
 
 def pad_batch(model: Any, config: Any, inputs: dict[str, Any]) -> tuple[dict[str, Any], Padding]:

@@ -224,6 +224,8 @@ def shrink_dict(d: dict[str, Any], size: str = "tiny", changes: dict[str, Any] |
         shrink_dict(v, size, changes, prefix=f"{prefix}{k}.",
                     cfg=sub if isinstance(sub, PretrainedConfig) else None, token_ids=lv.token_ids)
     _follow_sub_widths(lv, subs, p)
+    _follow_text_width(lv, subs, p)
+    _follow_feature_layers(lv, subs)
     _follow_own_width(lv, p)
     _follow_sub_image(lv, subs)
     return changes
@@ -275,6 +277,57 @@ def _follow_sub_widths(lv: _Level, subs: list[tuple[str, dict, dict]], p: SizePr
         if (_int(v) and v in follow and v > p.hidden and lv.prefix + k not in lv.changes
                 and _WIDTH_NAME.search(k) and not _NOT_WIDTH.search(k)):
             lv.set(k, follow[v])
+
+
+# The width a tower hands the text model (a Qwen2-VL-lineage merger's output): it must be the
+# text model's hidden size for the tower's features to replace placeholder embeddings.
+_TOWER_OUT_KEYS = ("out_hidden_size",)
+
+
+def _follow_text_width(lv: _Level, subs: list[tuple[str, dict, dict]], p: SizeProfile) -> None:
+    """A tower's output width (`vision_config.out_hidden_size`, which a merger projects to and
+    the text model reads as its own width) becomes the text model's shrunk hidden size where the
+    tower's rules left it at full size. Released checkpoints set the two equal; some default
+    configs do not (GLM-OCR: text 1024, merger 1536), and releases differ on which one the
+    merger reads (GLM-OCR's on transformers 5.17 reads `out_hidden_size`)."""
+    text = next(((new, old) for k, new, old in subs if k == "text_config"), None)
+    pairs = [text] if text else [(lv.d, lv.orig)]
+    new_h = old_h = None
+    for new, old in pairs:
+        hk = next((k for k in HIDDEN_KEYS if _int(old.get(k)) and _int(new.get(k))), None)
+        if hk:
+            new_h, old_h = new[hk], old[hk]
+    if not new_h or new_h == old_h:
+        return
+    for k, new, _ in subs:
+        if k == "text_config":
+            continue
+        sub = _Level(new, lv.changes, f"{lv.prefix}{k}.", frozenset())
+        for key in _TOWER_OUT_KEYS:
+            v = new.get(key)
+            if _int(v) and v > p.hidden and sub.prefix + key not in lv.changes:
+                sub.set(key, new_h)
+
+
+_FEATURE_LAYER_RE = re.compile(r"^(vision_)?feature_layers?$")
+
+
+def _follow_feature_layers(lv: _Level, subs: list[tuple[str, dict, dict]]) -> None:
+    """Indices into the vision tower's hidden states (`vision_feature_layer(s)`: -2, or VipLlava's
+    [-2, -5, -8, -11, 6]) stay inside the shrunk tower: n layers give n + 1 hidden states, so
+    indices are clamped to [-(n + 1), n]. A list keeps its length (the projector's input width
+    is len(list) x hidden), repeating layers where the tower is too shallow."""
+    vision = next((new for k, new, _ in subs if k == "vision_config"), None)
+    n = next((vision[k] for k in LAYER_KEYS if vision and _int(vision.get(k)) and vision[k] > 0), None)
+    if n is None:
+        return
+    for k, v in list(lv.d.items()):
+        if not _FEATURE_LAYER_RE.match(k):
+            continue
+        if _int(v):
+            lv.set(k, max(-(n + 1), min(v, n)))
+        elif isinstance(v, list) and v and all(_int(x) for x in v):
+            lv.set(k, [max(-(n + 1), min(x, n)) for x in v])
 
 
 def _derived(cls: type) -> frozenset[str]:
