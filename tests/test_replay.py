@@ -131,6 +131,12 @@ def test_replay_of_two_real_releases_follows_a_type_and_resumes(tmp_path, replay
     assert rep["totals"]["releases"] == 2 and rep["cost"]["items_run"] >= len(day0)
     html = (out / "support.html").read_text()
     assert "<svg" in html and "beam" in html
+    # The bot's pass beside it: beam does not break, so nothing to fix; both releases are marked done.
+    p = _replay("--fix-only", "--out", str(out), "--cache", str(replay_cache), cwd=tmp_path)
+    assert p.returncode == 0, p.stderr[-3000:]
+    bot = json.loads((out / "bot.json").read_text())
+    assert bot == {"types": {}, "releases_done": ["5.20.1", "5.20.2"]}
+    assert json.loads((out / "support.json").read_text())["bot_pending"] == []
     # The same tables through `report support --replay`.
     p = subprocess.run([sys.executable, "-m", "enablebot.cli", "report", "support", "--replay", str(out)],
                        capture_output=True, text=True, timeout=120)
