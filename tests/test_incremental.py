@@ -125,6 +125,9 @@ def test_nothing_changed_reruns_nothing_and_a_code_change_reruns_only_that_model
     inc = json.loads((nightly / DECISIONS_FILE).read_text())
     assert inc["reasons"] == {"reuse: key unchanged": 2}
     assert set(load_results(nightly / RESULTS_FILE)) == set(load_results(first / RESULTS_FILE))
+    # The same sweep again into the same folder: those results are already done, not reused twice.
+    again = run_sweep(items, opts, nightly, jobs=1, reuse_from=first)
+    assert (again.ran, again.reused, again.skipped_done) == (0, 0, 2)
 
     # Plant what a transformers upgrade looks like in the recorded keys: a new version for both, and
     # a changed modeling file for gpt2 only. Only gpt2 may re-run (the deadline stops it starting).

@@ -343,10 +343,12 @@ def _apply_reuse(specs: list[RunSpec], keys: dict, ckpt: Checkpoint, reuse_from:
     plan = plan_reuse(keys, previous, previous_keys, strict=strict)
     reused = 0
     for rk, r in plan.reused.items():
+        # A result this sweep already holds (a resumed or second sweep into the same folder) is
+        # counted as already done, not as reused again.
         if ckpt.done.get(rk) is not r:
             ckpt.append(r)
             append_key(out_dir, rk, keys[rk])
-        reused += 1
+            reused += 1
     run_keys = {d.key for d in plan.decisions if d.action == "run"}
     report = {"reuse_from": str(reuse_from), "strict_versions": strict, "plan_s": round(time.time() - t0, 2),
               "counts": plan.counts(), "reasons": plan.reasons(), "decisions": [d.to_dict() for d in plan.decisions]}
