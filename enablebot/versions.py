@@ -38,3 +38,26 @@ def current(device: str = "cpu") -> Versions:
     else:
         v.device_name = platform.processor() or platform.machine()
     return v
+
+
+# Set by a caller that runs this process on a chosen transformers (the replay sets it to the
+# release it replays): a result recorded under any other version would be attributed to the wrong
+# release, so the command refuses to start instead.
+EXPECT_TRANSFORMERS_ENV = "ENABLEBOT_EXPECT_TRANSFORMERS"
+
+
+def expected_transformers_mismatch(environ: dict[str, str] | None = None) -> str | None:
+    """Why this process must not run (the transformers it imports is not the one expected), or None."""
+    import os
+
+    want = (os.environ if environ is None else environ).get(EXPECT_TRANSFORMERS_ENV, "").strip()
+    if not want:
+        return None
+    import transformers
+
+    have = transformers.__version__
+    if have == want:
+        return None
+    return (f"this process imports transformers {have} from {transformers.__file__}, but "
+            f"{EXPECT_TRANSFORMERS_ENV}={want}: the release's environment is missing or shadowed on PYTHONPATH "
+            f"(rerun the replay: it reinstalls a missing environment)")

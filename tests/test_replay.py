@@ -115,9 +115,16 @@ def test_replay_of_two_real_releases_follows_a_type_and_resumes(tmp_path, replay
     assert follow["ran"] + follow["reused"] == len(day0), follow
     inc = json.loads((out / "releases/5.20.2/dynamo/incremental.json").read_text())
     assert inc["decisions"] and all((d["action"] == "reuse") == ("changed" not in d["reason"]) for d in inc["decisions"])
-    # Resume with the Inductor check on: only the missing steps run.
+    # Resume with the Inductor check on, on a machine where 5.20.2's environment is gone (a fresh
+    # clone of the committed results): it is installed again, never silently replaced by the base
+    # venv's transformers. Only the missing steps run.
+    import shutil
+
+    shutil.rmtree(replay_cache / "envs" / "5.20.2")
     p = _replay(*common, cwd=tmp_path)
     assert p.returncode == 0, p.stderr[-3000:]
+    assert "5.20.2: environment installed again" in p.stderr
+    assert (replay_cache / "envs" / "5.20.2" / "transformers" / "__init__.py").exists()
     state = json.loads((out / "replay.json").read_text())
     assert state["releases"]["5.20.1"]["steps"]["day0"] == r1["steps"]["day0"]  # not redone
     ind = [json.loads(ln) for ln in (out / "releases/5.20.1/inductor/results.jsonl").read_text().splitlines()]
@@ -175,3 +182,41 @@ def test_the_site_has_a_time_to_support_page_with_the_replay_timeline(tmp_path):
     # Without a replay the page still exists (the navigation links it) and says how to get it.
     write_site(build(sweeps), tmp_path / "site2")
     assert "enablebot replay" in (tmp_path / "site2" / "support.html").read_text()
+
+
+def test_results_from_a_later_transformers_are_purged_and_their_steps_redone(tmp_path):
+    """A release folder may hold results recorded under the base venv's transformers (a run whose
+    release environment was gone). They are dropped, and the follow/Inductor steps from that release
+    on are un-recorded; results from an earlier release (a legitimate reuse) stay."""
+    from enablebot.replay.run import ReleaseState, ReplayState, StepRecord, purge_wrong_release, release_dir
+
+    def rec(mt, tf):
+        return json.dumps({"spec": {"model_id": mt}, "verdict": "full_graph", "versions": {"transformers": tf}})
+
+    state = ReplayState(previous="5.0.0")
+    for v in ("5.1.0", "5.2.0", "5.3.0"):
+        state.releases[v] = ReleaseState(version=v, steps={s: StepRecord() for s in ("release", "env", "day0", "follow", "inductor")})
+    for v, lines in {"5.1.0": [rec("a", "5.1.0")], "5.2.0": [rec("a", "5.1.0"), rec("b", "5.25.0"), rec("c", "5.2.0")],
+                     "5.3.0": [rec("a", "5.1.0")]}.items():
+        (release_dir(tmp_path, v) / "dynamo").mkdir(parents=True)
+        (release_dir(tmp_path, v) / "dynamo" / "results.jsonl").write_text("\n".join(lines) + "\n")
+    said = []
+    assert purge_wrong_release(tmp_path, state, said.append) == ["5.2.0"]
+    kept = [json.loads(ln)["spec"]["model_id"] for ln in (release_dir(tmp_path, "5.2.0") / "dynamo/results.jsonl").read_text().splitlines()]
+    assert kept == ["a", "c"]
+    assert set(state.releases["5.1.0"].steps) == {"release", "env", "day0", "follow", "inductor"}
+    assert set(state.releases["5.2.0"].steps) == {"release", "env"}  # day0 too: the purged release redoes it
+    assert set(state.releases["5.3.0"].steps) == {"release", "env", "day0"}
+    assert json.loads((tmp_path / "replay.json").read_text())["releases"]["5.3.0"]["steps"].keys() == {"release", "env", "day0"}
+    assert any("dropped 1 results" in s for s in said)
+    assert purge_wrong_release(tmp_path, state, said.append) == []  # nothing left to drop
+
+
+def test_a_sweep_refuses_to_run_on_another_transformers_than_the_replay_expects(tmp_path):
+    import os
+
+    env = {**os.environ, "ENABLEBOT_EXPECT_TRANSFORMERS": "5.2.0"}
+    p = subprocess.run([sys.executable, "-m", "enablebot.cli", "sweep", "-m", "llama", "--out", str(tmp_path / "s")],
+                       capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
+    assert p.returncode == 2 and "ENABLEBOT_EXPECT_TRANSFORMERS=5.2.0" in p.stderr
+    assert not (tmp_path / "s" / "results.jsonl").exists()

@@ -90,6 +90,11 @@ def register(app: typer.Typer) -> None:
         from ..model.resolve import UsageError, resolve
 
         err = Console(stderr=True, soft_wrap=True)
+        from ..versions import expected_transformers_mismatch
+
+        if why := expected_transformers_mismatch():
+            err.print(f"[red]error:[/red] {why}")
+            raise typer.Exit(2)
         dev = require_device(device)
         if from_triage and not from_triage.is_file():
             err.print(f"[red]error:[/red] {from_triage}: no such file (write one with `enablebot triage` or `run --json`)")

@@ -45,7 +45,7 @@ def register(app: typer.Typer) -> None:
         releases to the one that supports it. Resumable and incremental."""
         from ..replay import report as rep_mod
         from ..replay.releases import ReleaseError, available_versions, select_versions
-        from ..replay.run import ReplayOptions, replay
+        from ..replay.run import ReplayAborted, ReplayOptions, replay
         from ..versions import release_key
 
         err = Console(stderr=True, soft_wrap=True)
@@ -59,7 +59,11 @@ def register(app: typer.Typer) -> None:
                                  jobs=jobs, timeout_s=timeout, max_minutes=max_minutes, fix_minutes=fix_minutes,
                                  fix_attempts=fix_attempts, fix_samples=fix_samples, fix_max_tokens=fix_max_tokens,
                                  llm_model=llm_model)
-            fix_pass(opts, say=lambda m: err.print(m, markup=False, highlight=False))
+            try:
+                fix_pass(opts, say=lambda m: err.print(m, markup=False, highlight=False))
+            except ReplayAborted as e:
+                err.print(f"[red]error:[/red] {e}")
+                raise typer.Exit(2)
         elif not report_only:
             try:
                 avail = available_versions() if (not releases or previous is None) else []
@@ -83,7 +87,11 @@ def register(app: typer.Typer) -> None:
                                  envs=cache / "envs", jobs=jobs, timeout_s=timeout, max_minutes=max_minutes,
                                  inductor=inductor, fix=fix, fix_minutes=fix_minutes, fix_attempts=fix_attempts,
                                  fix_samples=fix_samples, fix_max_tokens=fix_max_tokens, llm_model=llm_model, only=tuple(only))
-            replay(opts, say=lambda m: err.print(m, markup=False, highlight=False))
+            try:
+                replay(opts, say=lambda m: err.print(m, markup=False, highlight=False))
+            except ReplayAborted as e:
+                err.print(f"[red]error:[/red] {e}; the state up to the last finished step is saved")
+                raise typer.Exit(2)
         if not (out / "replay.json").exists():
             err.print(f"[red]error:[/red] {out / 'replay.json'} does not exist: run `enablebot replay --out {out}` first")
             raise typer.Exit(2)

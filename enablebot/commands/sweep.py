@@ -72,6 +72,11 @@ def register(app: typer.Typer) -> None:
         from ..sweep.engine import PASSES, SweepOptions, default_jobs, parse_shard, plan, run_sweep
 
         err = Console(stderr=True, soft_wrap=True)
+        from ..versions import expected_transformers_mismatch
+
+        if why := expected_transformers_mismatch():
+            err.print(f"[red]error:[/red] {why}")
+            raise typer.Exit(2)
         if pass_.value not in PASSES:
             err.print(f"[red]error:[/red] --pass {pass_.value}: this sweep runs only {', '.join(PASSES)}")
             raise typer.Exit(2)

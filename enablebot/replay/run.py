@@ -31,7 +31,7 @@ from typing import Callable
 from ..fileio import atomic_write_text
 from ..results import Serializable
 from . import envs as envs_mod
-from .releases import Release, read_release
+from .releases import Release, fetch_wheel, read_release
 from .timeline import BotFix, TypeRelease, type_release
 
 STATE_FILE = "replay.json"
@@ -128,6 +128,11 @@ class Budget:
 _RAN = re.compile(r"ran (\d+) \(skipped (\d+) already done, reused (\d+)\)")
 
 
+class ReplayAborted(RuntimeError):
+    """A step cannot be run as the replay means it (its release's environment is not the one
+    imported): stop, with the state saved, rather than record it."""
+
+
 def release_dir(out: Path, version: str) -> Path:
     return out / "releases" / version
 
@@ -137,6 +142,7 @@ def replay(opts: ReplayOptions, say: Callable[[str], None] = print) -> ReplaySta
     out.mkdir(parents=True, exist_ok=True)
     state = ReplayState.load(out)
     state.previous = state.previous or opts.previous
+    purge_wrong_release(out, state, say)
     budget = Budget(opts.max_minutes)
     registry = out / REGISTRY_FILE
     last_ok: str | None = None  # the newest release that ran, for --reuse
@@ -149,7 +155,9 @@ def replay(opts: ReplayOptions, say: Callable[[str], None] = print) -> ReplaySta
             continue
         if not rs.env.ok:  # its new types show up as new in the next release that imports
             continue
-        env = envs_mod.child_env(Path(rs.env.path))
+        env = _release_env(opts, state, rs, say)
+        if env is None:
+            continue
         if not registry.exists():
             _seed_base(opts, env, registry, say)
         d = release_dir(out, v)
@@ -205,6 +213,34 @@ def _step_release(opts, state: ReplayState, rs: ReleaseState, say) -> bool:
     return True
 
 
+def _release_env(opts: ReplayOptions, state: ReplayState, rs: ReleaseState, say) -> dict | None:
+    """The environment of the release's child processes. An environment recorded by an earlier run
+    may be gone (another machine, a cleared cache): without its directory the children would import
+    the base venv's transformers and record their results under the wrong release, so it is
+    installed again first. The children also refuse to start on any other transformers
+    (versions.EXPECT_TRANSFORMERS_ENV)."""
+    from ..versions import EXPECT_TRANSFORMERS_ENV
+
+    path = envs_mod.env_path(opts.envs, rs.version)
+    if not (path / "transformers" / "__init__.py").exists() or rs.env.path != str(path):
+        t0 = time.time()
+        try:
+            rs.release.wheel = str(fetch_wheel(rs.version, opts.wheels))
+            check = envs_mod.prepare(Path(rs.release.wheel), opts.envs, rs.version)
+        except Exception as e:  # noqa: BLE001 - named, the replay goes on with the next release
+            check = envs_mod.EnvCheck(version=rs.version, path="", ok=False, reason=f"{type(e).__name__}: {e}"[:300])
+        if not check.ok:
+            say(f"{rs.version}: its environment is gone and could not be installed again ({check.reason}); "
+                "this release is left as it is")
+            return None
+        rs.env = check
+        state.save(opts.out)
+        say(f"{rs.version}: environment installed again in {time.time() - t0:.0f} s ({path})")
+    env = envs_mod.child_env(path)
+    env[EXPECT_TRANSFORMERS_ENV] = rs.version
+    return env
+
+
 def _seed_base(opts: ReplayOptions, env: dict, registry: Path, say) -> None:
     """The starting registry: the first release's catalogue, less the types the previous release
     did not have (those are the first release's new types), all generic entries."""
@@ -243,6 +279,10 @@ def _sweep(args: list[str], opts: ReplayOptions, env: dict, registry: Path, out:
         extra += ["--max-minutes", f"{max(left, 0.1):.2f}"]
     t0 = time.time()
     rc, text = _cli(["sweep", *args, *extra], env, out.parent / f"{out.name}.log")
+    from ..versions import EXPECT_TRANSFORMERS_ENV
+
+    if rc == 2 and EXPECT_TRANSFORMERS_ENV in text:  # never record a step that ran on the wrong release
+        raise ReplayAborted(text.strip().splitlines()[-1][:400])
     rec = StepRecord(wall_s=round(time.time() - t0, 1))
     m = _RAN.search(text)
     if m:
@@ -353,9 +393,11 @@ def fix_pass(opts: ReplayOptions, say: Callable[[str], None] = print) -> BotStat
         if budget.spent():
             say("time budget spent; rerun to resume")
             break
+        env = _release_env(opts, state, rs, say)
+        if env is None:
+            continue
         t0 = time.time()
-        rec = _fix(opts, state, rs, envs_mod.child_env(Path(rs.env.path)), registry, release_dir(opts.out, v), None,
-                   budget, say)
+        rec = _fix(opts, state, rs, env, registry, release_dir(opts.out, v), None, budget, say)
         if rec is None:
             say(f"{v} fix: cut short by the time budget; rerun to resume")
             break
@@ -394,6 +436,44 @@ _STEP_FUNCS = {"day0": _day0, "follow": _follow, "inductor": _inductor, "fix": _
 
 def _tracked(state: ReplayState) -> set[str]:
     return {mt for rs in state.releases.values() for mt in rs.new_types}
+
+
+def purge_wrong_release(out: Path, state: ReplayState, say: Callable[[str], None] = print) -> list[str]:
+    """Drop results a release's folder holds from a *later* transformers (a run whose release
+    environment was missing imported the base venv's). A result from an earlier release is a
+    legitimate reuse (its model code did not change) and stays. The steps that wrote them, and the
+    follow and Inductor steps of every later release (which followed the standings they decided),
+    are un-recorded so the next run redoes them; results that stay are reused, not re-run.
+    Returns the releases that held such results."""
+    from ..sweep.checkpoint import RESULTS_FILE
+    from ..versions import release_key
+
+    tainted: list[str] = []
+    for v in _order(state):
+        for sub in ("dynamo", "inductor"):
+            f = release_dir(out, v) / sub / RESULTS_FILE
+            if not f.exists():
+                continue
+            lines = f.read_text(encoding="utf-8").splitlines()
+            keep = [ln for ln in lines if not ln.strip() or
+                    release_key(json.loads(ln).get("versions", {}).get("transformers")) <= release_key(v)]
+            if len(keep) != len(lines):
+                atomic_write_text(f, "".join(ln + "\n" for ln in keep))
+                say(f"{v} {sub}: dropped {len(lines) - len(keep)} results recorded under a later transformers")
+                if v not in tainted:
+                    tainted.append(v)
+    if not tainted:
+        return []
+    first = min(tainted, key=release_key)
+    for v in _order(state):
+        if release_key(v) < release_key(first):
+            continue
+        steps = state.releases[v].steps
+        for step in ("follow", "inductor") + (("day0",) if v in tainted else ()):
+            steps.pop(step, None)
+    state.save(out)
+    say(f"the follow and Inductor steps from {first} on will be redone")
+    return tainted
 
 
 def _order(state: ReplayState) -> list[str]:
