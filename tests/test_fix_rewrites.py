@@ -400,3 +400,61 @@ def test_idea_entries_tell_a_numpy_draw_from_a_tensor_item():
     _, site = _site("wav2vec2", "attention_mask.detach().sum(-1).tolist()")
     ideas = [e.id for e in matching_entries("Data dependent operator", "GB0033", [site], book)]
     assert ideas == ["item-tolist-to-tensor-ops"]
+
+
+# --- general-path-when-compiling --------------------------------------------------------------
+
+_SHORTCUT = '''import torch
+
+
+def recurrent_mask(attention_mask, has_cache):
+    """Left padding zeroes the recurrent state; no need when nothing is padded."""
+    mask = attention_mask
+    if has_cache or (
+        attention_mask is not None and torch.all(attention_mask == 1)
+    ):
+        mask = None
+    return mask
+
+
+def mix(h, attention_mask, has_cache=False):
+    mask = recurrent_mask(attention_mask, has_cache)
+    if mask is not None:
+        h = h * mask[:, :, None]
+    return torch.cumsum(h, dim=1)
+'''
+
+
+def test_general_path_when_compiling_keeps_the_mask_under_compile_and_the_shortcut_in_eager():
+    site = Site("src/transformers/models/z/modeling_z.py", _SHORTCUT, 9, "recurrent_mask")
+    [rw] = propose("Data-dependent branching", "GB0170", [site], load_playbook())
+    assert rw.entry == "general-path-when-compiling"
+    _assert_only_function_changed(site, rw.new_text)
+    assert "not torch.compiler.is_compiling() and torch.all(attention_mask == 1)" in rw.new_text
+    assert "has_cache or" in rw.new_text  # the Python part of the condition is left as it was
+    check_patch(rewrite_diff(rw, site.text), PatchPolicy(model_type="z"))
+    old_ns, new_ns = {}, {}
+    exec(compile(_SHORTCUT, "old.py", "exec"), old_ns)
+    exec(compile(rw.new_text, "new.py", "exec"), new_ns)
+    h = torch.randn(2, 6, 4)
+    padded = torch.tensor([[0, 0, 1, 1, 1, 1], [1, 1, 1, 1, 1, 1]])
+    ones = torch.ones(2, 6, dtype=torch.long)
+    torch._dynamo.reset()
+    with pytest.raises(Exception):  # the original breaks on the tensor test
+        torch.compile(old_ns["mix"], backend="eager", fullgraph=True)(h, ones)
+    torch._dynamo.reset()
+    compiled = torch.compile(new_ns["mix"], backend="eager", fullgraph=True)
+    for m in (padded, ones):  # one graph for padded and unpadded batches, the eager numbers
+        torch.testing.assert_close(compiled(h, m), old_ns["mix"](h, m))
+        torch.testing.assert_close(new_ns["mix"](h, m), old_ns["mix"](h, m))
+    assert new_ns["recurrent_mask"](ones, False) is None  # eager keeps the shortcut
+
+
+def test_general_path_when_compiling_refuses_what_is_not_a_shortcut():
+    head = "import torch\n\ndef f(m, h):\n    g = m\n"
+    computes = head + "    if torch.all(m == 1):\n        g = h * 2\n    return g\n"
+    assert CODEMODS["general-path-when-compiling"](Site("src/transformers/models/z/modeling_z.py", computes, 5, "f")) is None
+    negated = head + "    if not (m is not None and torch.all(m == 1)):\n        g = None\n    return g\n"
+    assert CODEMODS["general-path-when-compiling"](Site("src/transformers/models/z/modeling_z.py", negated, 5, "f")) is None
+    python = head + "    if h > 3:\n        g = None\n    return g\n"
+    assert CODEMODS["general-path-when-compiling"](Site("src/transformers/models/z/modeling_z.py", python, 5, "f")) is None

@@ -35,7 +35,8 @@ def register(app: typer.Typer) -> None:
         fix_max_tokens: int = typer.Option(800, min=256, help="completion tokens per LLM call (fix --max-tokens)"),
         llm_model: Optional[str] = typer.Option(None, "--llm-model", envvar="ENABLEBOT_LLM_MODEL",
                                                 help="the fix agent's model (OPENAI_BASE_URL points at its server)"),
-        only: List[str] = typer.Option([], "--type", help="only these model types (repeatable): one type's history"),
+        only: List[str] = typer.Option([], "--type", help="only these model types (repeatable): one type's history; with --fix-only, the bot "
+                                 "tries these types (again, where it has tried them before)"),
         fix_only: bool = typer.Option(False, help="only the bot's day-0 fixes, on the releases OUT has replayed so far "
                                       "(safe beside a running replay: writes OUT/bot.json and the fix folders)"),
         report_only: bool = typer.Option(False, help="only (re)write the report from what OUT holds"),
@@ -58,7 +59,7 @@ def register(app: typer.Typer) -> None:
             opts = ReplayOptions(out=out, versions=[], previous="", wheels=cache / "wheels", envs=cache / "envs",
                                  jobs=jobs, timeout_s=timeout, max_minutes=max_minutes, fix_minutes=fix_minutes,
                                  fix_attempts=fix_attempts, fix_samples=fix_samples, fix_max_tokens=fix_max_tokens,
-                                 llm_model=llm_model)
+                                 llm_model=llm_model, only=tuple(only))
             try:
                 fix_pass(opts, say=lambda m: err.print(m, markup=False, highlight=False))
             except ReplayAborted as e:

@@ -155,6 +155,12 @@ def replay(opts: ReplayOptions, say: Callable[[str], None] = print) -> ReplaySta
             continue
         if not rs.env.ok:  # its new types show up as new in the next release that imports
             continue
+        todo = [st for st in ("day0", "follow", "inductor", "fix") if st not in rs.steps
+                and not (st == "inductor" and not opts.inductor)
+                and not (st == "fix" and (not opts.fix or v in BotState.load(out).releases_done))]
+        if not todo and registry.exists():
+            last_ok = v if all(s in rs.steps for s in ("day0", "follow")) else last_ok
+            continue  # nothing left to do here: its environment is not needed
         env = _release_env(opts, state, rs, say)
         if env is None:
             continue
@@ -357,10 +363,11 @@ def _fix(opts, state, rs, env, registry, d, last_ok, budget, say) -> StepRecord 
     """The bot at day 0: `enablebot fix` on each new type that built and broke, in OUT/bot.json."""
     bot = BotState.load(opts.out)
     here = standings(opts.out, rs.version)
-    breaking = [mt for mt in rs.new_types if mt in here and here[mt].built and not here[mt].full_graph]
+    breaking = [mt for mt in rs.new_types if mt in here and here[mt].built and not here[mt].full_graph
+                and (not opts.only or mt in opts.only)]
     total = StepRecord()
     for mt in breaking:
-        if mt in bot.types:
+        if mt in bot.types and not opts.only:  # named with --type: tried again (a new playbook entry)
             continue
         left = budget.left_min()
         if left is not None and left < 1.0:
@@ -373,7 +380,7 @@ def _fix(opts, state, rs, env, registry, d, last_ok, budget, say) -> StepRecord 
         say(f"  fix {mt}: {fix.status} in {fix.seconds:.0f} s" + (f" ({', '.join(fix.sources)})" if fix.sources else ""))
         total.ran += 1
     bot = BotState.load(opts.out)
-    if rs.version not in bot.releases_done:
+    if rs.version not in bot.releases_done and not opts.only:  # --type: the release is not done for the others
         bot.releases_done.append(rs.version)
         bot.save(opts.out)
     total.note = f"{sum(bot.types[m].status == 'fixed' for m in breaking)} of {len(breaking)} breaking types fixed"
@@ -388,7 +395,8 @@ def fix_pass(opts: ReplayOptions, say: Callable[[str], None] = print) -> BotStat
     registry = opts.out / REGISTRY_FILE
     for v in _order(state):
         rs = state.releases[v]
-        if v in BotState.load(opts.out).releases_done or "day0" not in rs.steps or not (rs.env and rs.env.ok):
+        done = v in BotState.load(opts.out).releases_done and not opts.only
+        if done or "day0" not in rs.steps or not (rs.env and rs.env.ok):
             continue
         if budget.spent():
             say("time budget spent; rerun to resume")

@@ -476,6 +476,51 @@ def branch_to_where(site: Site) -> Edit | None:
                                "with torch.where instead of branching")
 
 
+# --- general-path-when-compiling -------------------------------------------------------------
+
+_COMPILING = "torch.compiler.is_compiling()"
+
+
+def _guard_truths(test: ast.expr, guarded: list[str]) -> ast.expr:
+    """Each whole-tensor truth reachable through `and`/`or` only (never under a `not` of a larger
+    expression, where False would flip the outcome) -> `(not compiling and <truth>)`."""
+    if _is_tensor_truth(test):
+        guarded.append(ast.unparse(test))
+        return ast.BoolOp(op=ast.And(), values=[ast.parse(f"not {_COMPILING}", mode="eval").body, test])
+    if isinstance(test, ast.BoolOp):
+        test.values = [_guard_truths(v, guarded) for v in test.values]
+    return test
+
+
+def general_path_when_compiling(site: Site) -> Edit | None:
+    """`if ... torch.all(mask == 1) ...: mask = None` (a shortcut that drops an optional tensor when
+    it would be a no-op) -> the tensor test is skipped while compiling, so compiled code always keeps
+    the tensor and takes the general path; eager keeps the shortcut. Only the dropping of values
+    bound before is accepted as a body: anything else is not a shortcut."""
+    loc = _locate(site)
+    if loc is None or not isinstance(loc.stmt, ast.If) or loc.stmt.orelse:
+        return None
+    stmt, func = loc.stmt, loc.func
+    if not (stmt.test.lineno <= site.lineno <= (stmt.test.end_lineno or stmt.lineno)):
+        return None
+    for s in stmt.body:
+        if not (isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name)
+                and isinstance(s.value, ast.Constant) and s.value.value is None
+                and _bound_before(func, s.targets[0].id, stmt.lineno)):
+            return None
+    if "torch" not in _module_names(loc.tree) or _COMPILING in ast.unparse(stmt.test):
+        return None
+    guarded: list[str] = []
+    test = _guard_truths(copy.deepcopy(stmt.test), guarded)
+    if not guarded:
+        return None
+    indent = _indent_of(loc.lines[stmt.lineno - 1])
+    text = _splice(loc, stmt.lineno, stmt.body[0].lineno - 1, [f"{indent}if {ast.unparse(test)}:"])
+    dropped = ", ".join(s.targets[0].id for s in stmt.body)  # type: ignore[attr-defined]
+    return _checked(loc, text, f"the shortcut `{dropped} = None` on `{'`, `'.join(guarded)}` is skipped while "
+                               "compiling: compiled code keeps the general path")
+
+
 # --- dense-experts ----------------------------------------------------------------------------
 
 def _calls_nonzero(expr: ast.expr) -> bool:
@@ -719,4 +764,5 @@ CODEMODS: dict[str, Callable[[Site], Edit | None]] = {
     "dense-experts": dense_experts,
     "check-not-raise": check_not_raise,
     "branch-to-where": branch_to_where,
+    "general-path-when-compiling": general_path_when_compiling,
 }
