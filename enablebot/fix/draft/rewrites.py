@@ -429,15 +429,22 @@ def _read_after(func: ast.FunctionDef | ast.AsyncFunctionDef, name: str, lineno:
                for n in ast.walk(func))
 
 
-def branch_to_where(site: Site) -> Edit | None:
-    """`if <tensor>.all()/.any(): x = f(x)` -> compute f(x) and select with torch.where (both
-    branches are computed, the result is the one the branch would give)."""
+def _if_at_its_test(site: Site) -> _Located | None:
+    """The site when it is an `if` without `else` that breaks in its test."""
     loc = _locate(site)
     if loc is None or not isinstance(loc.stmt, ast.If) or loc.stmt.orelse:
         return None
-    stmt, func = loc.stmt, loc.func
-    if not (stmt.test.lineno <= site.lineno <= (stmt.test.end_lineno or stmt.lineno)):
+    test = loc.stmt.test
+    return loc if test.lineno <= site.lineno <= (test.end_lineno or test.lineno) else None
+
+
+def branch_to_where(site: Site) -> Edit | None:
+    """`if <tensor>.all()/.any(): x = f(x)` -> compute f(x) and select with torch.where (both
+    branches are computed, the result is the one the branch would give)."""
+    loc = _if_at_its_test(site)
+    if loc is None:
         return None
+    stmt, func = loc.stmt, loc.func
     if not _is_tensor_truth(stmt.test):
         return None
     if "torch" not in _module_names(loc.tree):
@@ -497,12 +504,10 @@ def general_path_when_compiling(site: Site) -> Edit | None:
     it would be a no-op) -> the tensor test is skipped while compiling, so compiled code always keeps
     the tensor and takes the general path; eager keeps the shortcut. Only the dropping of values
     bound before is accepted as a body: anything else is not a shortcut."""
-    loc = _locate(site)
-    if loc is None or not isinstance(loc.stmt, ast.If) or loc.stmt.orelse:
+    loc = _if_at_its_test(site)
+    if loc is None:
         return None
     stmt, func = loc.stmt, loc.func
-    if not (stmt.test.lineno <= site.lineno <= (stmt.test.end_lineno or stmt.lineno)):
-        return None
     for s in stmt.body:
         if not (isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name)
                 and isinstance(s.value, ast.Constant) and s.value.value is None
