@@ -92,6 +92,25 @@ def test_shrink_keeps_every_layer_kind():
     assert len(cfg.layer_types) == cfg.num_hidden_layers <= 6
 
 
+def test_shrink_keeps_layer_kinds_given_by_a_period_and_an_offset(registry):
+    """Jamba's attention layers are every 8th from layer 4: two tiny layers would have none, and
+    the default cache then fails in eager (`get_mask_sizes` on a cache of linear-attention layers only)."""
+    full = AutoConfig.for_model("jamba")
+    cfg, _ = shrink_config(full, "tiny")
+    assert cfg.num_hidden_layers == 2 and set(cfg.layers_block_type) == {"attention", "mamba"}
+    assert sorted(set(cfg.layers_num_experts)) == [1, cfg.num_experts]  # dense and MoE layers both kept
+    r = run_item("jamba", "head", "eval", registry=registry)
+    assert r.verdict == "eager_ok", r.error
+
+
+def test_shrink_caps_the_base_width_of_a_vq_vae(registry):
+    """Janus's VQ-VAE widths are base_channels x a multiplier per stage: uncapped, the tiny model
+    had 125M parameters, over the budget."""
+    r = run_item("janus", "base", "eval", registry=registry)
+    assert r.verdict == "eager_ok", r.error
+    assert r.n_params < 70_000_000
+
+
 def test_shrink_rescales_mrope_sections():
     cfg, _ = shrink_config(AutoConfig.for_model("qwen2_vl"), "tiny")
     tc = cfg.text_config

@@ -115,6 +115,7 @@ _SUBSET_COUNT_RE = re.compile(r"^num_sparse_\w*layers$")
 OUT_INDEX_KEYS = ("out_indices", "backbone_out_indices")
 # Detection queries: top-k over image tokens, so no more than a tiny image has.
 QUERY_KEYS = {"num_queries"}
+CONV_BASE_KEYS = {"base_channels"}
 VOCAB_KEYS = {"vocab_size"}
 # Prefixed vocabularies (`t2u_vocab_size`, `char_vocab_size`) of sub-models.
 _VOCAB_RE = re.compile(r"_vocab_size$")
@@ -511,6 +512,26 @@ def _layers(lv: _Level, p: SizeProfile) -> None:
     for k in LEADING_DENSE_KEYS:
         if _int(d.get(k)) and d[k] > 1:
             lv.set(k, 1)
+    _periodic_kinds(lv, len(keep))
+
+
+_PERIOD_RE = re.compile(r"^(\w+)_period$")
+
+
+def _periodic_kinds(lv: _Level, n: int) -> None:
+    """Layer kinds given by a period and an offset (layer i is of the kind when i % period ==
+    offset: Jamba's attention and expert layers, Zamba's hybrid ones). With fewer layers than
+    the period, no layer would be of the kind: the period shrinks to the layer count and the offset
+    to its remainder, so every kind is kept."""
+    d = lv.d
+    for k, v in list(d.items()):
+        m = _PERIOD_RE.match(k)
+        off = f"{m.group(1)}_offset" if m else None
+        if not (m and _int(v) and _int(d.get(off)) and "layer" in k) or n < 1 or v <= n:
+            continue
+        period = max(n, 1)
+        lv.set(k, period)
+        lv.set(off, d[off] % period)
 
 
 def _stage_counts(lv: _Level, p: SizeProfile) -> None:
@@ -650,6 +671,10 @@ def _misc(lv: _Level, p: SizeProfile) -> None:
     if "sliding_window" in d and d["sliding_window"] is None and isinstance(kinds, list) \
             and any("sliding" in str(x) for x in kinds):
         lv.set("sliding_window", p.sliding_window)
+    # VQ-VAE / conv codec widths are `base_channels` times a per-stage multiplier: the base sets
+    # every conv's width. Half the hidden size keeps GroupNorm's usual 32 groups dividing it.
+    for k in CONV_BASE_KEYS:
+        lv.cap(k, max(p.hidden // 2, 32))
     for k in QUERY_KEYS:
         lv.cap(k, p.queries)
     for k in SOURCE_POS_KEYS:
