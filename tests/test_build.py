@@ -111,6 +111,19 @@ def test_shrink_caps_the_base_width_of_a_vq_vae(registry):
     assert r.n_params < 70_000_000
 
 
+def test_an_audio_mask_the_forward_documents_as_unused_is_left_out(registry):
+    """Qwen2AudioEncoder documents its `attention_mask` as "preserved for compatibility, but it is
+    not used"; a long 0/1 mask over frames reached SDPA and failed in eager."""
+    import transformers
+
+    from enablebot.model.documented import documented_unused
+
+    assert documented_unused(transformers.Qwen2AudioEncoder, "attention_mask")
+    assert not documented_unused(transformers.Wav2Vec2Model, "attention_mask")
+    r = run_item("qwen2_audio_encoder", "base", "eval", registry=registry)
+    assert r.verdict == "eager_ok", r.error
+
+
 def test_shrink_rescales_mrope_sections():
     cfg, _ = shrink_config(AutoConfig.for_model("qwen2_vl"), "tiny")
     tc = cfg.text_config

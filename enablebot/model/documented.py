@@ -49,6 +49,18 @@ def doc_arg(doc: str | None, name: str) -> DocArg | None:
     return DocArg(name=name, type=m.group(1), dims=dims)
 
 
+_UNUSED_RE = re.compile(r"\bis not used\b|\bpreserved for compatibility\b|\bkept for (?:backward )?compatibility\b", re.I)
+
+
+def documented_unused(owner: Any, name: str) -> bool:
+    """Does `owner.forward`'s docstring say the argument is accepted but not used (Qwen2Audio's and
+    Voxtral's encoders: `attention_mask` "is preserved for compatibility, but it is not used")? A
+    user's call leaves such an argument out."""
+    doc = inspect.getdoc(getattr(owner, "forward", None)) or ""
+    m = re.search(rf"^(\s*){re.escape(name)} \(`[^\n]*\n((?:\1\s+\S[^\n]*\n?)*)", doc, re.M)
+    return bool(m and _UNUSED_RE.search(" ".join(m.group(2).split())))
+
+
 def _config_int(config: Any, names: tuple[str, ...]) -> int | None:
     from .configs import first_attr, text_config
 

@@ -23,6 +23,8 @@ import inspect
 from dataclasses import dataclass, field
 from typing import Any
 
+from .documented import documented_unused
+
 # Masks over audio frames that feature extractors return under their own names.
 AUDIO_MASK_KEYS = ("attention_mask", "input_features_mask", "feature_attention_mask", "padding_mask")
 AUDIO_MAIN_KEYS = ("input_values", "input_features")
@@ -165,6 +167,8 @@ def pad_audio(model: Any, config: Any, inputs: dict[str, Any]) -> tuple[dict[str
     key = next((k for k in AUDIO_MASK_KEYS if k in inputs and k != "attention_mask"), None)
     if key is None and "attention_mask" in params and "input_ids" not in inputs:
         key = "attention_mask"
+    if key == "attention_mask" and key not in inputs and documented_unused(model, key):
+        return inputs, Padding(reason="the forward documents its audio mask as not used")
     if key is None:
         return inputs, Padding(reason="the forward takes no audio mask")
     x = inputs[main]
