@@ -103,12 +103,16 @@ def test_shrink_keeps_layer_kinds_given_by_a_period_and_an_offset(registry):
     assert r.verdict == "eager_ok", r.error
 
 
-def test_shrink_caps_the_base_width_of_a_vq_vae(registry):
-    """Janus's VQ-VAE widths are base_channels x a multiplier per stage: uncapped, the tiny model
-    had 125M parameters, over the budget."""
-    r = run_item("janus", "base", "eval", registry=registry)
+@pytest.mark.parametrize("model_type,task,limit", [
+    ("janus", "base", 70_000_000),  # VQ-VAE: base_channels x a multiplier per stage (125M uncapped)
+    ("qwen2_5_omni", "head", 30_000_000),  # BigVGAN vocoder: upsample_initial_channel halved per stage (138M)
+])
+def test_shrink_caps_conv_base_widths(model_type, task, limit):
+    """Conv widths derived from one base value: uncapped, the tiny model was over the budget."""
+    # The repository's registry: the generic entry of qwen2_5_omni's head has no forward of its own.
+    r = run_spec(RunSpec(model_id=model_type, task=task, mode="eval", pass_name="build"))
     assert r.verdict == "eager_ok", r.error
-    assert r.n_params < 70_000_000
+    assert r.n_params < limit
 
 
 def test_an_audio_mask_the_forward_documents_as_unused_is_left_out(registry):
@@ -279,3 +283,19 @@ def test_mrope_exemption_is_read_from_early_and_late_config_classes():
 
     assert _mrope_exempt(Early) and not _mrope_exempt(Plain)
     assert _mrope_exempt(Qwen2VLTextConfig)  # the installed release's own class
+
+
+def test_train_mode_of_a_model_without_a_gradient_is_skipped_with_the_reason():
+    """WavTokenizer's encoder returns integer codes: nothing a user trains through. Train mode
+    does not apply (skipped, with why), which is not a failure to build or run."""
+    r = run_spec(RunSpec(model_id="wavtokenizer_encoder", task="base", mode="train", pass_name="build"))
+    assert r.verdict == "skipped" and "train mode does not apply" in r.note and "requires grad" in r.note
+    r = run_spec(RunSpec(model_id="wavtokenizer_encoder", task="base", mode="eval", pass_name="build"))
+    assert r.verdict == "eager_ok", r.error
+
+
+def test_a_type_whose_mapped_class_transformers_lacks_is_skipped_not_a_build_failure():
+    """transformers 5.25 maps voxtral_realtime_text to VoxtralRealtimeTextModel but defines no such
+    class (the text config lives inside VoxtralRealtimeForConditionalGeneration)."""
+    r = run_spec(RunSpec(model_id="voxtral_realtime_text", task="base", mode="eval", pass_name="build"))
+    assert r.verdict == "skipped" and "has no class 'VoxtralRealtimeTextModel'" in r.note

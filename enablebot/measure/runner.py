@@ -204,8 +204,13 @@ def _plan(run: Run) -> None:
 def _eager(run: Run) -> None:
     from . import towers
 
+    from ..model.loss import NothingToTrain
+
     with towers.count_towers(run.model, run.prepared.config) as report:
-        run.eager_outs = run.steps_through(run.model)
+        try:
+            run.eager_outs = run.steps_through(run.model)
+        except NothingToTrain as e:
+            raise EndRun(Verdict.SKIPPED, f"train mode does not apply: {e}") from e
     run.result.towers = dict(report.calls)
     run.result.towers_not_run = list(report.not_run)
 
@@ -404,9 +409,9 @@ def decide(run: Run) -> Verdict:
 # ---- the run --------------------------------------------------------------------------------
 def run_spec(spec: RunSpec, progress: Callable[[str], None] | None = None) -> RunResult:
     from ..model.budget import OverBudget
-    from ..model.build import MissingDependency
+    from ..model.build import MissingDependency, NoModelClass
 
-    fatal = (EndRun, MissingDependency, MemoryError, OverBudget)  # end the run whatever the stage
+    fatal = (EndRun, MissingDependency, NoModelClass, MemoryError, OverBudget)  # end the run whatever the stage
     say = progress or (lambda _msg: None)
     started = time.time()
     result = RunResult(spec=spec, verdict=Verdict.CREATE_ERROR,
@@ -437,6 +442,8 @@ def run_spec(spec: RunSpec, progress: Callable[[str], None] | None = None) -> Ru
         result.verdict = decide(run)
     except EndRun as e:
         result.verdict, result.note = e.verdict, e.note
+    except NoModelClass as e:  # nothing to build: the mapping names a class transformers lacks
+        result.verdict, result.note = Verdict.SKIPPED, str(e)
     except MissingDependency as e:
         result.verdict, result.missing_dependency = Verdict.MISSING_DEPENDENCY, e.package
         result.error = error_info(stage.name, e)

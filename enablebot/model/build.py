@@ -19,6 +19,11 @@ class MissingDependency(RuntimeError):
         self.package = package
 
 
+class NoModelClass(UsageError):
+    """The registry (from transformers' auto mappings) names a model class that the installed
+    transformers does not define: there is no model to build, by anyone."""
+
+
 @dataclass
 class Built:
     model: Any
@@ -179,7 +184,7 @@ def build_model(res: Resolved, *, size: str = "tiny", task: str | None = None, s
             raise MissingDependency(pkg, str(e).strip().splitlines()[0]) from e
         raise
     if cls is None:
-        raise UsageError(f"transformers has no class {class_name!r} for {res.model_type}")
+        raise NoModelClass(f"transformers has no class {class_name!r} for {res.model_type}")
     from .budget import check_budget
 
     check_budget(cls, cfg, size)  # before any allocation: an oversized model is a create_error

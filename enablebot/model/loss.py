@@ -37,6 +37,11 @@ def iter_tensors(obj: Any, _seen: set[int] | None = None) -> Iterator[Any]:
         yield from iter_tensors(v, seen)
 
 
+class NothingToTrain(ValueError):
+    """No output carries a gradient (a tokenizer's integer codes, detached masks): there is
+    nothing a user trains through, so train mode does not apply."""
+
+
 def loss_from_outputs(outputs: Any) -> Any:
     """The model's `loss` when present, else sum of `.float().mean()` of floating outputs."""
     import torch
@@ -47,5 +52,5 @@ def loss_from_outputs(outputs: Any) -> Any:
     terms = [t.float().mean() for t in iter_tensors(outputs)
              if t.is_floating_point() and t.requires_grad and t.numel() > 0]
     if not terms:
-        raise ValueError("the model returned no floating-point output that requires grad; nothing to train on")
+        raise NothingToTrain("the model returned no floating-point output that requires grad; nothing to train on")
     return torch.stack(terms).sum()

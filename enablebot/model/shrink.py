@@ -675,6 +675,11 @@ def _misc(lv: _Level, p: SizeProfile) -> None:
     # every conv's width. Half the hidden size keeps GroupNorm's usual 32 groups dividing it.
     for k in CONV_BASE_KEYS:
         lv.cap(k, max(p.hidden // 2, 32))
+    # HiFi-GAN / BigVGAN vocoders halve `upsample_initial_channel` at every upsampling stage:
+    # capped, but so that the last stage keeps at least 2 channels.
+    rates = d.get("upsample_rates")
+    stages = len(rates) if isinstance(rates, list) else 0
+    lv.cap("upsample_initial_channel", max(p.hidden, 2 ** (stages + 1)))
     for k in QUERY_KEYS:
         lv.cap(k, p.queries)
     for k in SOURCE_POS_KEYS:
