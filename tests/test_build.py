@@ -106,6 +106,7 @@ def test_shrink_keeps_layer_kinds_given_by_a_period_and_an_offset(registry):
 @pytest.mark.parametrize("model_type,task,limit", [
     ("janus", "base", 70_000_000),  # VQ-VAE: base_channels x a multiplier per stage (125M uncapped)
     ("qwen2_5_omni", "head", 30_000_000),  # BigVGAN vocoder: upsample_initial_channel halved per stage (138M)
+    ("vibevoice_acoustic_tokenizer", "base", 30_000_000),  # num_filters doubled over 6 stages (262M)
 ])
 def test_shrink_caps_conv_base_widths(model_type, task, limit):
     """Conv widths derived from one base value: uncapped, the tiny model was over the budget."""

@@ -680,6 +680,11 @@ def _misc(lv: _Level, p: SizeProfile) -> None:
     rates = d.get("upsample_rates")
     stages = len(rates) if isinstance(rates, list) else 0
     lv.cap("upsample_initial_channel", max(p.hidden, 2 ** (stages + 1)))
+    # Conv codecs double `num_filters` at every down/upsampling stage: the widest stage is capped
+    # at 8x the hidden size (VibeVoice's 32 filters over 6 stages made 2048-channel convs).
+    ratios = next((v for k, v in d.items() if k.endswith(("sampling_ratios", "sampling_rates")) and isinstance(v, list)), None)
+    if ratios and _int(d.get("num_filters")):
+        lv.cap("num_filters", max(1, 8 * p.hidden // 2 ** len(ratios)))
     for k in QUERY_KEYS:
         lv.cap(k, p.queries)
     for k in SOURCE_POS_KEYS:
