@@ -300,3 +300,10 @@ def test_a_type_whose_mapped_class_transformers_lacks_is_skipped_not_a_build_fai
     class (the text config lives inside VoxtralRealtimeForConditionalGeneration)."""
     r = run_spec(RunSpec(model_id="voxtral_realtime_text", task="base", mode="eval", pass_name="build"))
     assert r.verdict == "skipped" and "has no class 'VoxtralRealtimeTextModel'" in r.note
+
+
+def test_train_mode_of_an_inference_mode_forward_is_skipped():
+    """Sam2VideoModel.forward is decorated `@torch.inference_mode()`: nobody trains through it (train
+    mode failed inside it with a KeyError)."""
+    r = run_spec(RunSpec(model_id="sam2_video", task="base", mode="train", pass_name="build"))
+    assert r.verdict == "skipped" and "@torch.inference_mode()" in r.note

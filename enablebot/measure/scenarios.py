@@ -91,6 +91,23 @@ def has_forward(model: Any) -> bool:
     return getattr(type(model), "forward", None) is not torch.nn.Module.forward
 
 
+_GRADLESS_DECORATOR = re.compile(r"^\s*@torch\.(inference_mode|no_grad)\(", re.M)
+
+
+def gradless_forward(model: Any) -> str | None:
+    """The decorator when the class's forward runs under `@torch.inference_mode()` / `@torch.no_grad()`
+    (SAM2's video propagation): a forward no one trains through."""
+    import inspect
+
+    fwd = getattr(type(model), "forward", None)
+    try:
+        head = inspect.getsource(fwd).split("def forward", 1)[0]
+    except (OSError, TypeError):
+        return None
+    m = _GRADLESS_DECORATOR.search(head)
+    return f"@torch.{m.group(1)}()" if m else None
+
+
 def plan(name: str, model: Any, config: Any, inputs: dict, modality: str, mode: str, *,
          recipe: dict | None = None) -> ScenarioPlan:
     """The steps of scenario `name` for this model. `inputs` are the builder's (unpadded);
@@ -100,6 +117,8 @@ def plan(name: str, model: Any, config: Any, inputs: dict, modality: str, mode: 
     if not has_forward(model):  # e.g. 5.0's GlmImageVQVAE: used through encode(), never model(**inputs)
         return ScenarioPlan(name, skip_reason=f"{type(model).__name__} defines no forward: it is not called as "
                                               "model(**inputs)")
+    if mode == "train" and (deco := gradless_forward(model)):
+        return ScenarioPlan(name, skip_reason=f"{type(model).__name__}.forward runs under {deco}: train mode does not apply")
     if mode == "train" and name not in TRAIN_SCENARIOS:
         return ScenarioPlan(name, skip_reason="train runs only the call scenario (forward + backward)")
     if name == "call":
