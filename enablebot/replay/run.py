@@ -219,7 +219,7 @@ def _step_release(opts, state: ReplayState, rs: ReleaseState, say) -> bool:
     return True
 
 
-def _release_env(opts: ReplayOptions, state: ReplayState, rs: ReleaseState, say) -> dict | None:
+def _release_env(opts: ReplayOptions, state: ReplayState, rs: ReleaseState, say, save: bool = True) -> dict | None:
     """The environment of the release's child processes. An environment recorded by an earlier run
     may be gone (another machine, a cleared cache): without its directory the children would import
     the base venv's transformers and record their results under the wrong release, so it is
@@ -240,7 +240,8 @@ def _release_env(opts: ReplayOptions, state: ReplayState, rs: ReleaseState, say)
                 "this release is left as it is")
             return None
         rs.env = check
-        state.save(opts.out)
+        if save:
+            state.save(opts.out)
         say(f"{rs.version}: environment installed again in {time.time() - t0:.0f} s ({path})")
     env = envs_mod.child_env(path)
     env[EXPECT_TRANSFORMERS_ENV] = rs.version
@@ -401,7 +402,10 @@ def fix_pass(opts: ReplayOptions, say: Callable[[str], None] = print) -> BotStat
         if budget.spent():
             say("time budget spent; rerun to resume")
             break
-        env = _release_env(opts, state, rs, say)
+        if opts.only and not set(opts.only) & set(rs.new_types):
+            continue
+        # A replay may be running beside this pass: its state file is not written from here.
+        env = _release_env(opts, state, rs, say, save=False)
         if env is None:
             continue
         t0 = time.time()
