@@ -176,3 +176,29 @@ def test_a_sample_whose_eager_is_not_deterministic_is_not_a_numerics_failure():
         s = _sample("gpt2", RunSpec(model_id="xcodec", mode="train"), "/overlay", None, lambda spec: next(runs), {})
         assert s.passed is passed, s.detail
         assert ("numerics now fail" in s.detail) is not passed
+
+
+class OneGraphAfterRewriteRunner(SwitchRunner):
+    """The unpatched model breaks twice at the experts loop (two clusters, as GB0170 and its
+    `generic_jump` twin break at one `if`); in any overlay the model is one graph."""
+
+    def __call__(self, spec):
+        result = super().__call__(spec)
+        if spec.overlay_dir:
+            result.verdict, result.graph_breaks = "full_graph", []
+            result.stats = CompileStats(graphs=1, graph_breaks=0)
+        elif not spec.dynamo_config:
+            twin = copy.deepcopy(result.graph_breaks[0])
+            twin.gb_type, twin.registry_id, twin.context = "Data dependent operator", "GB0033", "aten.nonzero"
+            result.graph_breaks.append(twin)
+        return result
+
+
+def test_a_fix_that_leaves_the_model_one_graph_fixes_the_other_clusters_without_more_runs(tmp_path):
+    runner = OneGraphAfterRewriteRunner()
+    outcomes = fix_model("switch_transformers", _opts(tmp_path, recipes=False), llm=None, runner=runner)
+    assert [o.status for o in outcomes] == ["fixed", "fixed"] and all(o.whole_model for o in outcomes)
+    first, second = outcomes
+    assert first.source == "rewrite:dense-experts" and second.source == first.source
+    assert second.bundle_dir == first.bundle_dir and first.cluster in second.message
+    assert len([s for s in runner.specs if s.overlay_dir]) == 1  # the second cluster cost no verification

@@ -105,9 +105,19 @@ def fix_model(model_id: str, opts: FixOptions, *, llm: LLMClient | None, runner:
             outcomes.append(FixOutcome(model_id=model_id, cluster=opts.cluster, status="not_reproduced",
                                        message=f"no break matching {opts.cluster!r} in {model_id}; found: "
                                                f"{', '.join(c.key for c in found) or 'none'}"))
+    whole: FixOutcome | None = None
     for cluster in targets[: opts.max_clusters]:
+        if whole is not None:  # e.g. GB0170 and its generic_jump twin at one `if`: one patch fixes both
+            say(f"cluster {cluster.key}: fixed by the fix verified for {whole.cluster} (the model is one graph after it)")
+            outcomes.append(FixOutcome(model_id=model_id, cluster=cluster.key, status="fixed", kind=whole.kind,
+                                       source=whole.source, bundle_dir=whole.bundle_dir, whole_model=True,
+                                       message=f"the fix verified for {whole.cluster} leaves the model one graph"))
+            continue
         say(f"cluster {cluster.key}: {cluster.count} breaks")
-        outcomes.append(_fix_cluster(baseline, cluster, opts, llm, run, say))
+        outcome = _fix_cluster(baseline, cluster, opts, llm, run, say)
+        outcomes.append(outcome)
+        if outcome.whole_model:
+            whole = outcome
     if not found and not outcomes:
         outcomes.append(FixOutcome(model_id=model_id, cluster="*", status="not_reproduced",
                                    message=f"{model_id} has no graph breaks here ({baseline.verdict})"))
@@ -197,6 +207,8 @@ def _write_bundle(bdir: Path, baseline: RunResult, cluster: cl.Cluster, outcome:
         ver, kind, target, source = (tried[-1] if tried else None), None, "config", None
     outcome.status = "fixed" if kind else "not_fixed"
     outcome.kind, outcome.source = kind, source
+    outcome.whole_model = bool(kind and ver and ver.after and ver.after.verdict == "full_graph"
+                               and not ver.after.graph_breaks)
     bundle = FixBundle(
         fix_key=f"{baseline.spec.model_id}/{cluster.key}", model_id=baseline.spec.model_id, cluster=cluster.ref,
         target=target, kind=kind or "patch", recipe=best_recipe.settings if (kind == "recipe" and best_recipe) else None,

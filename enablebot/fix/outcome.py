@@ -30,5 +30,6 @@ class FixOutcome(Serializable):
     source: str | None = None  # where the verified fix's idea came from (FixBundle.fix_source)
     bundle_dir: str | None = None
     message: str = ""
+    whole_model: bool = False  # the verified fix leaves the model one graph: every other cluster goes with it
     recipes: list[RecipeTrial] = field(default_factory=list)
     agent: SearchResult | None = None
