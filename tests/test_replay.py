@@ -221,3 +221,12 @@ def test_a_sweep_refuses_to_run_on_another_transformers_than_the_replay_expects(
                        capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
     assert p.returncode == 2 and "ENABLEBOT_EXPECT_TRANSFORMERS=5.2.0" in p.stderr
     assert not (tmp_path / "s" / "results.jsonl").exists()
+    p = subprocess.run([sys.executable, "-m", "enablebot.cli", "fix", "llama", "--out", str(tmp_path / "f")],
+                       capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
+    assert p.returncode == 2 and "ENABLEBOT_EXPECT_TRANSFORMERS=5.2.0" in p.stderr
+    assert not (tmp_path / "f").exists()
+    # The replay's child-process runner turns that refusal into a stop, never a recorded step.
+    from enablebot.replay.run import ReplayAborted, _cli
+
+    with pytest.raises(ReplayAborted, match="ENABLEBOT_EXPECT_TRANSFORMERS=5.2.0"):
+        _cli(["sweep", "-m", "llama", "--out", str(tmp_path / "s2")], env, tmp_path / "s2.log")

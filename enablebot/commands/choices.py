@@ -109,3 +109,15 @@ def require_device(device: Device | str | None) -> str:
                                    "(use --device cpu, or run on the GPU machine)")
         raise typer.Exit(2)
     return dev
+
+
+def require_expected_transformers() -> None:
+    """A process the replay runs on one release's transformers refuses to start on any other
+    (versions.EXPECT_TRANSFORMERS_ENV): say why and exit 2 before any result is recorded."""
+    from ..versions import expected_transformers_mismatch
+
+    if why := expected_transformers_mismatch():
+        from rich.console import Console
+
+        Console(stderr=True, soft_wrap=True).print(f"[red]error:[/red] {why}")
+        raise typer.Exit(2)

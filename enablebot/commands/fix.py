@@ -11,7 +11,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from .choices import DEFAULT_FIX_OUT, TASK_HELP, Device, parse_task, require_device
+from .choices import DEFAULT_FIX_OUT, TASK_HELP, Device, parse_task, require_device, require_expected_transformers
 
 
 def _split(values: Optional[list[str]]) -> Optional[list[str]]:
@@ -90,11 +90,7 @@ def register(app: typer.Typer) -> None:
         from ..model.resolve import UsageError, resolve
 
         err = Console(stderr=True, soft_wrap=True)
-        from ..versions import expected_transformers_mismatch
-
-        if why := expected_transformers_mismatch():
-            err.print(f"[red]error:[/red] {why}")
-            raise typer.Exit(2)
+        require_expected_transformers()
         dev = require_device(device)
         if from_triage and not from_triage.is_file():
             err.print(f"[red]error:[/red] {from_triage}: no such file (write one with `enablebot triage` or `run --json`)")

@@ -11,7 +11,7 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from .choices import DEFAULT_SWEEP_OUT, Device, Dtype, Mode, Pass, Scenario, Size, TaskKind, require_device
+from .choices import DEFAULT_SWEEP_OUT, Device, Dtype, Mode, Pass, Scenario, Size, TaskKind, require_device, require_expected_transformers
 
 
 def _exit_on_sigterm(err: Console, out: Path) -> None:
@@ -72,11 +72,7 @@ def register(app: typer.Typer) -> None:
         from ..sweep.engine import PASSES, SweepOptions, default_jobs, parse_shard, plan, run_sweep
 
         err = Console(stderr=True, soft_wrap=True)
-        from ..versions import expected_transformers_mismatch
-
-        if why := expected_transformers_mismatch():
-            err.print(f"[red]error:[/red] {why}")
-            raise typer.Exit(2)
+        require_expected_transformers()
         if pass_.value not in PASSES:
             err.print(f"[red]error:[/red] --pass {pass_.value}: this sweep runs only {', '.join(PASSES)}")
             raise typer.Exit(2)

@@ -155,33 +155,27 @@ def replay(opts: ReplayOptions, say: Callable[[str], None] = print) -> ReplaySta
             continue
         if not rs.env.ok:  # its new types show up as new in the next release that imports
             continue
-        todo = [st for st in ("day0", "follow", "inductor", "fix") if st not in rs.steps
-                and not (st == "inductor" and not opts.inductor)
-                and not (st == "fix" and (not opts.fix or v in BotState.load(out).releases_done))]
-        if not todo and registry.exists():
-            last_ok = v if all(s in rs.steps for s in ("day0", "follow")) else last_ok
-            continue  # nothing left to do here: its environment is not needed
-        env = _release_env(opts, state, rs, say)
-        if env is None:
-            continue
-        if not registry.exists():
-            _seed_base(opts, env, registry, say)
-        d = release_dir(out, v)
-        for step in ("day0", "follow", "inductor", "fix"):
-            if step in rs.steps or (step == "inductor" and not opts.inductor) or (step == "fix" and not opts.fix):
-                continue  # a step left out now is not recorded: a later run with it on does it
-            if step == "fix" and v in BotState.load(out).releases_done:
-                continue  # done by `--fix-only`
-            if budget.spent():
-                break
-            t0 = time.time()
-            rec = _STEP_FUNCS[step](opts, state, rs, env, registry, d, last_ok, budget, say)
-            if rec is None:  # cut short by the budget: not done, resumes next time
-                break
-            rec.wall_s = round(rec.wall_s or (time.time() - t0), 1)
-            rs.steps[step] = rec
-            state.save(out)
-            say(f"{v} {step}: {rec.wall_s:.0f} s, ran {rec.ran}, reused {rec.reused}" + (f"; {rec.note}" if rec.note else ""))
+        todo = _pending_steps(opts, out, rs)
+        if todo or not registry.exists():  # else nothing is left to do here: its environment is not needed
+            env = _release_env(opts, state, rs, say)
+            if env is None:
+                continue
+            if not registry.exists():
+                _seed_base(opts, env, registry, say)
+            d = release_dir(out, v)
+            for step in todo:
+                if step == "fix" and v in BotState.load(out).releases_done:
+                    continue  # done meanwhile by a `--fix-only` beside this replay
+                if budget.spent():
+                    break
+                t0 = time.time()
+                rec = _STEP_FUNCS[step](opts, state, rs, env, registry, d, last_ok, budget, say)
+                if rec is None:  # cut short by the budget: not done, resumes next time
+                    break
+                rec.wall_s = round(rec.wall_s or (time.time() - t0), 1)
+                rs.steps[step] = rec
+                state.save(out)
+                say(f"{v} {step}: {rec.wall_s:.0f} s, ran {rec.ran}, reused {rec.reused}" + (f"; {rec.note}" if rec.note else ""))
         if all(s in rs.steps for s in ("day0", "follow")):
             last_ok = v
         if budget.spent():
@@ -189,6 +183,14 @@ def replay(opts: ReplayOptions, say: Callable[[str], None] = print) -> ReplaySta
             break
     state.save(out)
     return state
+
+
+def _pending_steps(opts: ReplayOptions, out: Path, rs: ReleaseState) -> list[str]:
+    """The release's steps still to run. A step left out now (--no-inductor, --no-fix) is not
+    recorded, so a later run with it on does it; a fix step `--fix-only` did is done."""
+    return [st for st in ("day0", "follow", "inductor", "fix") if st not in rs.steps
+            and not (st == "inductor" and not opts.inductor)
+            and not (st == "fix" and (not opts.fix or rs.version in BotState.load(out).releases_done))]
 
 
 def _step_release(opts, state: ReplayState, rs: ReleaseState, say) -> bool:
@@ -275,7 +277,12 @@ def _cli(args: list[str], env: dict, log: Path, timeout: float | None = None) ->
         except subprocess.TimeoutExpired:
             rc = 124
     text = log.read_text(encoding="utf-8", errors="replace")
-    return rc, text[text.rfind("\n$ enablebot "):]
+    text = text[text.rfind("\n$ enablebot "):]
+    from ..versions import EXPECT_TRANSFORMERS_ENV
+
+    if rc == 2 and EXPECT_TRANSFORMERS_ENV in text:  # never record a step that ran on the wrong release
+        raise ReplayAborted(text.strip().splitlines()[-1][:400])
+    return rc, text
 
 
 def _sweep(args: list[str], opts: ReplayOptions, env: dict, registry: Path, out: Path, budget: Budget) -> StepRecord | None:
@@ -286,10 +293,6 @@ def _sweep(args: list[str], opts: ReplayOptions, env: dict, registry: Path, out:
         extra += ["--max-minutes", f"{max(left, 0.1):.2f}"]
     t0 = time.time()
     rc, text = _cli(["sweep", *args, *extra], env, out.parent / f"{out.name}.log")
-    from ..versions import EXPECT_TRANSFORMERS_ENV
-
-    if rc == 2 and EXPECT_TRANSFORMERS_ENV in text:  # never record a step that ran on the wrong release
-        raise ReplayAborted(text.strip().splitlines()[-1][:400])
     rec = StepRecord(wall_s=round(time.time() - t0, 1))
     m = _RAN.search(text)
     if m:
