@@ -145,6 +145,20 @@ def test_replay_of_two_real_releases_follows_a_type_and_resumes(tmp_path, replay
     bot = json.loads((out / "bot.json").read_text())
     assert bot == {"types": {}, "releases_done": ["5.20.1", "5.20.2"]}
     assert json.loads((out / "support.json").read_text())["bot_pending"] == []
+    # A harness fix since: `--refresh beam` drops beam's results from both releases and redoes its
+    # day 0, follow and Inductor steps with today's harness; resumed with the same flag, nothing is
+    # dropped again (the refresh is recorded with the harness commit that made it).
+    before = max(d["started_at"] for d in day0)
+    p = _replay(*common, "--refresh", "beam", cwd=tmp_path)
+    assert p.returncode == 0 and "refresh: 1 types dropped from 2 releases" in p.stderr, p.stderr[-3000:]
+    state = json.loads((out / "replay.json").read_text())
+    assert [r["types"] for r in state["refreshes"]] == [["beam"]]
+    assert {"day0", "follow", "inductor"} <= set(state["releases"]["5.20.1"]["steps"])
+    redone = [json.loads(ln) for ln in (out / "releases/5.20.1/dynamo/results.jsonl").read_text().splitlines()]
+    assert len(redone) == len(day0) and min(d["started_at"] for d in redone) >= before
+    p = _replay(*common, "--refresh", "beam", cwd=tmp_path)
+    assert p.returncode == 0 and "refresh: no type to redo" in p.stderr, p.stderr[-3000:]
+    assert "Redone with harness" in (out / "support.md").read_text()
     # The same tables through `report support --replay`.
     p = subprocess.run([sys.executable, "-m", "enablebot.cli", "report", "support", "--replay", str(out)],
                        capture_output=True, text=True, timeout=120)
@@ -211,6 +225,57 @@ def test_results_from_a_later_transformers_are_purged_and_their_steps_redone(tmp
     assert json.loads((tmp_path / "replay.json").read_text())["releases"]["5.3.0"]["steps"].keys() == {"release", "env", "day0"}
     assert any("dropped 1 results" in s for s in said)
     assert purge_wrong_release(tmp_path, state, said.append) == []  # nothing left to drop
+
+
+def test_a_refresh_drops_a_types_results_everywhere_and_redoes_day0_and_the_later_follow_steps(tmp_path, monkeypatch):
+    """After a harness fix, `replay --refresh T` / `--refresh-unbuilt` redoes T with today's harness:
+    its results go from every release from the one that brought it, that release's day 0 and every
+    later follow/Inductor step are un-recorded; other types' results stay (skipped, not re-run)."""
+    from enablebot.replay.run import (ReleaseState, ReplayState, StepRecord, UnknownRefresh, refresh_types,
+                                      release_dir, unbuilt_at_day0)
+
+    def rec(mt, verdict):
+        return json.dumps({"spec": {"model_id": mt}, "verdict": verdict})
+
+    all_steps = ("release", "env", "day0", "follow", "inductor")
+    state = ReplayState(previous="5.0.0")
+    for v, new in (("5.1.0", ["a"]), ("5.2.0", ["b", "c"]), ("5.3.0", [])):
+        state.releases[v] = ReleaseState(version=v, new_types=new, steps={s: StepRecord() for s in all_steps})
+    for v, lines in {"5.1.0": [rec("a", "full_graph")], "5.2.0": [rec("a", "full_graph"), rec("b", "eager_error"), rec("c", "graph_break")],
+                     "5.3.0": [rec("a", "full_graph"), rec("b", "eager_error"), rec("c", "graph_break")]}.items():
+        (release_dir(tmp_path, v) / "dynamo").mkdir(parents=True)
+        (release_dir(tmp_path, v) / "dynamo" / "results.jsonl").write_text("\n".join(lines) + "\n")
+    # Standings from these abridged result files (the real reader needs whole results): only b
+    # did not build and run eager at day 0.
+    import enablebot.replay.run as run_mod
+
+    def standings_of(d):
+        return {mt: TypeRelease(items=1, built_and_ran=int(v != "eager_error"), full_graph_items=int(v == "full_graph"))
+                for mt, v in ((json.loads(ln)["spec"]["model_id"], json.loads(ln)["verdict"])
+                              for ln in (d / "dynamo/results.jsonl").read_text().splitlines())}
+    monkeypatch.setattr(run_mod, "_read_standings", standings_of)
+    monkeypatch.setattr(run_mod, "_STANDINGS", {})
+    assert unbuilt_at_day0(tmp_path, state) == ["b"]
+    said = []
+    assert refresh_types(tmp_path, state, ["b"], "--refresh-unbuilt", said.append) == ["5.2.0", "5.3.0"]
+    for v in ("5.2.0", "5.3.0"):
+        kept = [json.loads(ln)["spec"]["model_id"] for ln in (release_dir(tmp_path, v) / "dynamo/results.jsonl").read_text().splitlines()]
+        assert kept == ["a", "c"]
+    assert set(state.releases["5.1.0"].steps) == set(all_steps)  # before b: untouched
+    assert set(state.releases["5.2.0"].steps) == {"release", "env"}  # b's release: day 0 redone
+    assert set(state.releases["5.3.0"].steps) == {"release", "env", "day0"}  # later: follow + Inductor redone
+    saved = json.loads((tmp_path / "replay.json").read_text())
+    (r,) = saved["refreshes"]
+    assert r["types"] == ["b"] and r["reason"] == "--refresh-unbuilt" and r["harness"]
+    assert "refresh: 1 types" in said[-1]
+    with pytest.raises(UnknownRefresh, match="zzz"):
+        refresh_types(tmp_path, state, ["zzz"], "--refresh", said.append)
+
+
+def test_refreshing_a_type_no_release_brought_is_refused_with_its_name(tmp_path):
+    p = _replay("--release", "5.20.99", "--previous", "5.20.0", "--out", str(tmp_path / "r"), "--no-fix",
+                "--refresh", "no_such_type", cwd=tmp_path)
+    assert p.returncode == 2 and "--refresh" in p.stderr and "no_such_type" in p.stderr, p.stderr[-2000:]
 
 
 def test_a_sweep_refuses_to_run_on_another_transformers_than_the_replay_expects(tmp_path):

@@ -40,13 +40,17 @@ def register(app: typer.Typer) -> None:
         fix_only: bool = typer.Option(False, help="only the bot's day-0 fixes, on the releases OUT has replayed so far "
                                       "(safe beside a running replay: writes OUT/bot.json and the fix folders)"),
         report_only: bool = typer.Option(False, help="only (re)write the report from what OUT holds"),
+        refresh: List[str] = typer.Option([], "--refresh", help="redo this type (repeatable) with today's harness: its "
+                                          "results are dropped from every release and re-run (after a harness fix)"),
+        refresh_unbuilt: bool = typer.Option(False, help="redo every new type that did not build and run eager at "
+                                             "day 0 (a missing optional package excepted) with today's harness"),
     ) -> None:
         """Replay transformers releases in order as the nightly would have: day-0 registration and
         Dynamo pass of each release's new types, the bot's fixes, and every type followed across later
         releases to the one that supports it. Resumable and incremental."""
         from ..replay import report as rep_mod
         from ..replay.releases import ReleaseError, available_versions, select_versions
-        from ..replay.run import ReplayAborted, ReplayOptions, replay
+        from ..replay.run import ReplayAborted, ReplayOptions, UnknownRefresh, replay
         from ..versions import release_key
 
         err = Console(stderr=True, soft_wrap=True)
@@ -87,9 +91,13 @@ def register(app: typer.Typer) -> None:
             opts = ReplayOptions(out=out, versions=versions, previous=previous, wheels=cache / "wheels",
                                  envs=cache / "envs", jobs=jobs, timeout_s=timeout, max_minutes=max_minutes,
                                  inductor=inductor, fix=fix, fix_minutes=fix_minutes, fix_attempts=fix_attempts,
-                                 fix_samples=fix_samples, fix_max_tokens=fix_max_tokens, llm_model=llm_model, only=tuple(only))
+                                 fix_samples=fix_samples, fix_max_tokens=fix_max_tokens, llm_model=llm_model, only=tuple(only),
+                                 refresh=tuple(refresh), refresh_unbuilt=refresh_unbuilt)
             try:
                 replay(opts, say=lambda m: err.print(m, markup=False, highlight=False))
+            except UnknownRefresh as e:
+                err.print(f"[red]error:[/red] --refresh: {e}")
+                raise typer.Exit(2)
             except ReplayAborted as e:
                 err.print(f"[red]error:[/red] {e}; the state up to the last finished step is saved")
                 raise typer.Exit(2)

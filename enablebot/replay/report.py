@@ -13,6 +13,7 @@ from pathlib import Path
 
 from ..fileio import atomic_write_text
 from ..results import Serializable
+from .run import Refresh
 from .timeline import ReleaseRow, Totals, TypeRow, release_rows, totals, type_rows
 
 REPORT_FILE = "support.json"
@@ -39,6 +40,7 @@ class ReplayReport(Serializable):
     unfinished: list[str] = field(default_factory=list)  # versions with steps still to run
     bot_pending: list[str] = field(default_factory=list)  # replayed versions the bot's fixes have not run on
     cost: Cost = field(default_factory=Cost)
+    refreshes: list[Refresh] = field(default_factory=list)  # types redone by a later harness
 
 
 def collect(out: Path) -> ReplayReport:
@@ -91,7 +93,7 @@ def collect(out: Path) -> ReplayReport:
                         unfinished=[v for v in order if v not in not_replayed
                                     and not {"day0", "follow", "inductor"} <= set(state.releases[v].steps)],
                         bot_pending=[v for v in replayed if v not in bot.releases_done],
-                        cost=cost)
+                        cost=cost, refreshes=state.refreshes)
 
 
 def write(out: Path, rep: ReplayReport) -> list[Path]:
@@ -134,6 +136,9 @@ def markdown(rep: ReplayReport) -> str:
     lines += [f"- Release dates: {rep.date_source}.",
               f"- Cost: {rep.cost.wall_s / 60:.1f} min of wall time, {rep.cost.items_run} items run, "
               f"{rep.cost.items_reused} reused (" + ", ".join(f"{k} {v / 60:.1f} min" for k, v in rep.cost.by_step.items()) + ")."]
+    for r in rep.refreshes:
+        lines += [f"- Redone with harness `{r.harness}` ({r.at[:10]}, `{r.reason}`): {len(r.types)} types' results "
+                  "dropped from every release and run again (their day 0, then followed as before)."]
     if rep.not_replayed:
         lines += ["", "Not replayed:", ""] + [f"- {v}: {why}" for v, why in rep.not_replayed.items()]
     if rep.off_pins:

@@ -59,6 +59,8 @@ class ReplayOptions:
     llm_model: str | None = None
     repeats: int = 3
     only: tuple[str, ...] = ()  # follow only these types (a type's history; tests)
+    refresh: tuple[str, ...] = ()  # types whose results are redone with today's harness (refresh_types)
+    refresh_unbuilt: bool = False  # ... plus every new type that did not build and run eager at day 0
 
 
 @dataclass
@@ -80,9 +82,20 @@ class ReleaseState(Serializable):
 
 
 @dataclass
+class Refresh(Serializable):
+    """Types whose results were dropped and redone by a later harness (README: a day-0 failure that a
+    harness fix since has cured is the harness's, not the release's)."""
+    at: str
+    harness: str  # the enablebot commit that redid them
+    reason: str
+    types: list[str] = field(default_factory=list)
+
+
+@dataclass
 class ReplayState(Serializable):
     previous: str = ""
     releases: dict[str, ReleaseState] = field(default_factory=dict)
+    refreshes: list[Refresh] = field(default_factory=list)
 
     @classmethod
     def load(cls, out: Path) -> "ReplayState":
@@ -133,6 +146,10 @@ class ReplayAborted(RuntimeError):
     imported): stop, with the state saved, rather than record it."""
 
 
+class UnknownRefresh(ValueError):
+    """--refresh named a type that no replayed release brought."""
+
+
 def release_dir(out: Path, version: str) -> Path:
     return out / "releases" / version
 
@@ -143,6 +160,12 @@ def replay(opts: ReplayOptions, say: Callable[[str], None] = print) -> ReplaySta
     state = ReplayState.load(out)
     state.previous = state.previous or opts.previous
     purge_wrong_release(out, state, say)
+    if opts.refresh or opts.refresh_unbuilt:
+        types = set(opts.refresh) | (set(unbuilt_at_day0(out, state)) if opts.refresh_unbuilt else set())
+        # A resumed run with the same flags must not drop what this harness has redone already.
+        here = harness_commit()
+        types -= {mt for r in state.refreshes if r.harness == here for mt in r.types}
+        refresh_types(out, state, sorted(types), "--refresh-unbuilt" if opts.refresh_unbuilt else "--refresh", say)
     budget = Budget(opts.max_minutes)
     registry = out / REGISTRY_FILE
     last_ok: str | None = None  # the newest release that ran, for --reuse
@@ -489,6 +512,73 @@ def purge_wrong_release(out: Path, state: ReplayState, say: Callable[[str], None
     state.save(out)
     say(f"the follow and Inductor steps from {first} on will be redone")
     return tainted
+
+
+def unbuilt_at_day0(out: Path, state: ReplayState) -> list[str]:
+    """The new types that did not build and run eager at day 0 (those that need a missing optional
+    package excepted: a re-run cannot change that)."""
+    return sorted(mt for v in _order(state) if "day0" in state.releases[v].steps
+                  for mt in state.releases[v].new_types
+                  if (st := standings(out, v).get(mt)) is not None and not st.built and st.items > 0)
+
+
+def refresh_types(out: Path, state: ReplayState, types: list[str], reason: str,
+                  say: Callable[[str], None] = print) -> list[str]:
+    """Redo `types` with today's harness: drop their results in every release from the one that
+    brought them, and un-record the day-0 step of those releases and the follow and Inductor steps
+    of every release from the first of them, so the next run redoes them. The other types' results
+    stay (`skipped_done`); a refreshed type is re-run at day 0 and then, in each later release,
+    reused while its model code is unchanged, as in the first replay. The incremental cache key
+    does not hash the harness on purpose (every commit would redo the whole replay): a harness fix
+    is applied by naming what it changes. Returns the releases touched."""
+    from ..sweep.checkpoint import RESULTS_FILE
+    from ..versions import release_key
+
+    brought = {mt: v for v in _order(state) for mt in state.releases[v].new_types}
+    unknown = [mt for mt in types if mt not in brought]
+    if unknown:
+        raise UnknownRefresh(f"not a new type of any replayed release: {', '.join(unknown)}")
+    if not types:
+        say("refresh: no type to redo")
+        return []
+    first = min((brought[mt] for mt in types), key=release_key)
+    wanted = set(types)
+    touched: list[str] = []
+    for v in _order(state):
+        if release_key(v) < release_key(first):
+            continue
+        for sub in ("dynamo", "inductor"):
+            f = release_dir(out, v) / sub / RESULTS_FILE
+            if not f.exists():
+                continue
+            lines = f.read_text(encoding="utf-8").splitlines()
+            keep = [ln for ln in lines if ln.strip() and json.loads(ln)["spec"]["model_id"] not in wanted]
+            if len(keep) != len([ln for ln in lines if ln.strip()]):
+                atomic_write_text(f, "".join(ln + "\n" for ln in keep))
+                touched.append(v) if v not in touched else None
+        steps = state.releases[v].steps
+        for step in ("follow", "inductor") + (("day0",) if wanted & set(state.releases[v].new_types) else ()):
+            steps.pop(step, None)
+    _STANDINGS.clear()
+    state.refreshes.append(Refresh(at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), harness=harness_commit(),
+                                   reason=reason, types=sorted(types)))
+    state.save(out)
+    say(f"refresh: {len(types)} types dropped from {len(touched)} releases; day 0 of their releases and the "
+        f"follow and Inductor steps from {first} on will be redone")
+    return touched
+
+
+def harness_commit() -> str:
+    """The enablebot commit running now ("unknown" outside a git checkout); "+dirty" with local edits."""
+    src = Path(__file__).resolve().parents[2]
+    try:
+        head = subprocess.run(["git", "-C", str(src), "rev-parse", "--short=12", "HEAD"], capture_output=True,
+                              text=True, timeout=10, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(src), "status", "--porcelain", "--", "enablebot"],
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return head + ("+dirty" if dirty else "")
 
 
 def _order(state: ReplayState) -> list[str]:
