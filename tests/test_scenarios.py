@@ -188,6 +188,7 @@ def test_vlm_runs_its_vision_tower(registry):
 TOWER_RUNS = {
     "gemma3": "model.vision_tower",
     "llava_next": "model.vision_tower",
+    "llava_next_video": "model.vision_resampler",  # runs on video frames only
     "llava_onevision": "model.vision_tower",
     "qwen3_vl": "model.visual",
     "mllama": "model.vision_model",
@@ -217,6 +218,24 @@ def test_multimodal_call_runs_every_tower(model_type, registry):
     with count_towers(b.model, b.config) as rep2, torch.no_grad():
         b.model(input_ids=ids, attention_mask=inp["attention_mask"])
     assert tower in rep2.not_run and rep2.missing_kinds
+
+
+@pytest.mark.parametrize("model_type,groups", [("qwen2_vl", 1), ("qwen3_vl", 2)])
+def test_a_video_lm_gets_a_clip_with_its_placeholders_after_the_image(model_type, groups, registry):
+    """A clip per sample (two temporal patches), as many video placeholders as the clip's features,
+    after the image's; one run for Qwen2-VL, one run per frame for Qwen3-VL (whose position ids
+    read each frame as its own group): the layout is the one the forward accepts."""
+    b, x, _ = built(model_type, registry)
+    assert {"pixel_values_videos", "video_grid_thw"} <= set(x) and x["video_grid_thw"][:, 0].tolist() == [2, 2]
+    row = (x["input_ids"][0] == b.config.video_token_id).long()
+    runs_of = int(row[0]) + int(((row[1:] - row[:-1]) == 1).sum())
+    assert runs_of == groups and int(row.sum()) > 0
+    assert bool((x["mm_token_type_ids"][0][row.bool()] == 2).all())
+    image_at = (x["input_ids"][0] == b.config.image_token_id).nonzero()
+    assert len(image_at) and int(image_at.max()) < int(row.nonzero().min())
+    with count_towers(b.model, b.config) as rep, torch.no_grad():
+        b.model(**x)
+    assert rep.not_run == []
 
 
 def test_anyres_images_are_tiled_by_the_shrunk_pinpoints(registry):

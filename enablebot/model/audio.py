@@ -14,7 +14,7 @@ import inspect
 from typing import Any
 
 from .configs import first_attr
-from .images import _feature_rows
+from .images import _feature_rows, features_fn
 from .tensors import Ctx, rule_for, token_ids
 from .trial import runs
 
@@ -28,11 +28,7 @@ def audio_token(config: Any) -> Any:
 
 
 def _audio_features_fn(model: Any) -> Any:
-    for obj in (model, getattr(model, "model", None)):
-        fn = getattr(obj, "get_audio_features", None)
-        if fn is not None:
-            return fn
-    return None
+    return features_fn(model, "get_audio_features")
 
 
 def wants_audio(model: Any, ctx: Ctx, skip: set[str] | frozenset[str] = frozenset()) -> bool:

@@ -16,6 +16,15 @@ from .configs import first_attr
 from .tensors import RULES, Ctx, image_hw, image_token, rule_for, token_ids
 from .trial import run_completing, runs
 
+def features_fn(model: Any, name: str) -> Any:
+    """The model's `name` (get_audio_features, get_video_features), on it or on its inner model."""
+    for obj in (model, getattr(model, "model", None)):
+        fn = getattr(obj, name, None)
+        if fn is not None:
+            return fn
+    return None
+
+
 def _image_features_fn(model: Any, deep: bool = False) -> Any:
     vlm = getattr(model, "vlm", None)  # retrieval wrappers around a VLM
     for obj in (model, getattr(model, "model", None), vlm, getattr(vlm, "model", None)):

@@ -145,6 +145,10 @@ def default_inputs(model: Any, config: Any, modality: str, *, batch: int, seq_le
 
     if wants_audio(model, ctx, skip):  # audio LMs: a clip per sample with its placeholders
         add_audio_tokens(model, ctx)
+    from .videos import add_video_tokens, wants_video
+
+    if wants_video(model, ctx, skip):  # video LMs: a clip per sample after the image, its tower too
+        add_video_tokens(model, ctx)
     if not with_images:
         from .documented import hidden_requirements
 
