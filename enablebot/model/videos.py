@@ -16,7 +16,7 @@ from typing import Any
 
 from .configs import first_attr
 from .images import _feature_rows, features_fn
-from .tensors import RULES, VISION_SUBS, Ctx, _channels, _patch_grid, token_ids
+from .tensors import RULES, Ctx, _patch_grid, token_ids
 from .trial import runs
 
 VIDEO_TOKEN_KEYS = ("video_token_id", "video_token_index")
@@ -41,16 +41,15 @@ def wants_video(model: Any, ctx: Ctx, skip: set[str] | frozenset[str] = frozense
 
 
 def _clips(ctx: Ctx, grid: bool) -> dict[str, Any]:
+    import dataclasses
+
     import torch
 
     if not grid:
         return {"pixel_values_videos": RULES["pixel_values_videos"](ctx)}
-    c = ctx.config
-    patch = int(first_attr(c, ("patch_size",), VISION_SUBS, 14))
-    tp = int(first_attr(c, ("temporal_patch_size", "patch_temporal"), VISION_SUBS, 1))
+    # The image rule's patch rows, for every temporal step of every clip.
     h, w = _patch_grid(ctx)
-    rows = ctx.batch * _TEMPORAL_STEPS * h * w
-    return {"pixel_values_videos": torch.randn(rows, _channels(c) * tp * patch * patch, generator=ctx.gen),
+    return {"pixel_values_videos": RULES["patchified"](dataclasses.replace(ctx, batch=ctx.batch * _TEMPORAL_STEPS)),
             "video_grid_thw": torch.tensor([[_TEMPORAL_STEPS, h, w]] * ctx.batch, dtype=torch.long)}
 
 

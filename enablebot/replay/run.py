@@ -165,7 +165,8 @@ def replay(opts: ReplayOptions, say: Callable[[str], None] = print) -> ReplaySta
         # A resumed run with the same flags must not drop what this harness has redone already.
         here = harness_commit()
         types -= {mt for r in state.refreshes if r.harness == here for mt in r.types}
-        refresh_types(out, state, sorted(types), "--refresh-unbuilt" if opts.refresh_unbuilt else "--refresh", say)
+        refresh_types(out, state, sorted(types), "--refresh-unbuilt" if opts.refresh_unbuilt else "--refresh", say,
+                      harness=here)
     budget = Budget(opts.max_minutes)
     registry = out / REGISTRY_FILE
     last_ok: str | None = None  # the newest release that ran, for --reuse
@@ -476,6 +477,23 @@ def _tracked(state: ReplayState) -> set[str]:
     return {mt for rs in state.releases.values() for mt in rs.new_types}
 
 
+def _drop_results(out: Path, version: str, drop: Callable[[dict], bool]) -> int:
+    """Remove the results `drop` selects from a release's Dynamo and Inductor result files; how many."""
+    from ..sweep.checkpoint import RESULTS_FILE
+
+    dropped = 0
+    for sub in ("dynamo", "inductor"):
+        f = release_dir(out, version) / sub / RESULTS_FILE
+        if not f.exists():
+            continue
+        lines = [ln for ln in f.read_text(encoding="utf-8").splitlines() if ln.strip()]
+        keep = [ln for ln in lines if not drop(json.loads(ln))]
+        if len(keep) != len(lines):
+            atomic_write_text(f, "".join(ln + "\n" for ln in keep))
+            dropped += len(lines) - len(keep)
+    return dropped
+
+
 def purge_wrong_release(out: Path, state: ReplayState, say: Callable[[str], None] = print) -> list[str]:
     """Drop results a release's folder holds from a *later* transformers (a run whose release
     environment was missing imported the base venv's). A result from an earlier release is a
@@ -483,23 +501,14 @@ def purge_wrong_release(out: Path, state: ReplayState, say: Callable[[str], None
     follow and Inductor steps of every later release (which followed the standings they decided),
     are un-recorded so the next run redoes them; results that stay are reused, not re-run.
     Returns the releases that held such results."""
-    from ..sweep.checkpoint import RESULTS_FILE
     from ..versions import release_key
 
     tainted: list[str] = []
     for v in _order(state):
-        for sub in ("dynamo", "inductor"):
-            f = release_dir(out, v) / sub / RESULTS_FILE
-            if not f.exists():
-                continue
-            lines = f.read_text(encoding="utf-8").splitlines()
-            keep = [ln for ln in lines if not ln.strip() or
-                    release_key(json.loads(ln).get("versions", {}).get("transformers")) <= release_key(v)]
-            if len(keep) != len(lines):
-                atomic_write_text(f, "".join(ln + "\n" for ln in keep))
-                say(f"{v} {sub}: dropped {len(lines) - len(keep)} results recorded under a later transformers")
-                if v not in tainted:
-                    tainted.append(v)
+        n = _drop_results(out, v, lambda r: release_key(r.get("versions", {}).get("transformers")) > release_key(v))
+        if n:
+            say(f"{v}: dropped {n} results recorded under a later transformers")
+            tainted.append(v)
     if not tainted:
         return []
     first = min(tainted, key=release_key)
@@ -523,7 +532,7 @@ def unbuilt_at_day0(out: Path, state: ReplayState) -> list[str]:
 
 
 def refresh_types(out: Path, state: ReplayState, types: list[str], reason: str,
-                  say: Callable[[str], None] = print) -> list[str]:
+                  say: Callable[[str], None] = print, harness: str | None = None) -> list[str]:
     """Redo `types` with today's harness: drop their results in every release from the one that
     brought them, and un-record the day-0 step of those releases and the follow and Inductor steps
     of every release from the first of them, so the next run redoes them. The other types' results
@@ -531,7 +540,6 @@ def refresh_types(out: Path, state: ReplayState, types: list[str], reason: str,
     reused while its model code is unchanged, as in the first replay. The incremental cache key
     does not hash the harness on purpose (every commit would redo the whole replay): a harness fix
     is applied by naming what it changes. Returns the releases touched."""
-    from ..sweep.checkpoint import RESULTS_FILE
     from ..versions import release_key
 
     brought = {mt: v for v in _order(state) for mt in state.releases[v].new_types}
@@ -547,21 +555,14 @@ def refresh_types(out: Path, state: ReplayState, types: list[str], reason: str,
     for v in _order(state):
         if release_key(v) < release_key(first):
             continue
-        for sub in ("dynamo", "inductor"):
-            f = release_dir(out, v) / sub / RESULTS_FILE
-            if not f.exists():
-                continue
-            lines = f.read_text(encoding="utf-8").splitlines()
-            keep = [ln for ln in lines if ln.strip() and json.loads(ln)["spec"]["model_id"] not in wanted]
-            if len(keep) != len([ln for ln in lines if ln.strip()]):
-                atomic_write_text(f, "".join(ln + "\n" for ln in keep))
-                touched.append(v) if v not in touched else None
+        if _drop_results(out, v, lambda r: r["spec"]["model_id"] in wanted):
+            touched.append(v)
         steps = state.releases[v].steps
         for step in ("follow", "inductor") + (("day0",) if wanted & set(state.releases[v].new_types) else ()):
             steps.pop(step, None)
     _STANDINGS.clear()
-    state.refreshes.append(Refresh(at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), harness=harness_commit(),
-                                   reason=reason, types=sorted(types)))
+    state.refreshes.append(Refresh(at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                                   harness=harness or harness_commit(), reason=reason, types=sorted(types)))
     state.save(out)
     say(f"refresh: {len(types)} types dropped from {len(touched)} releases; day 0 of their releases and the "
         f"follow and Inductor steps from {first} on will be redone")
