@@ -31,7 +31,8 @@
 #             and DIR/fidelity); into OUT/cuda-dynamo-default and OUT/fidelity (8 files).
 set -u
 out=${1:?OUT_DIR}; part=${2:?archs|inductor|cache}; minutes=${3:-8}
-export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
+# The GPU machine lacks pydantic: carry its wheels unpacked in .gpudeps (scripts/gpu_deps.sh).
+export PYTHONPATH=$PWD:$PWD/.gpudeps${PYTHONPATH:+:$PYTHONPATH} HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
 # 8 workers share 16 cores: bound each one's Inductor compile threads.
 export TORCHINDUCTOR_COMPILE_THREADS=${TORCHINDUCTOR_COMPILE_THREADS:-2}
 py=${PYTHON:-python3}
@@ -124,7 +125,7 @@ case $part in
     for f in results.jsonl sweep_runs.jsonl summary.json report.md triage.json; do
       [ -f "$st/cuda-dynamo-default/$f" ] && cp "$st/cuda-dynamo-default/$f" "$out/cuda-dynamo-default/"
     done
-    $py benchmarks/fidelity/run_all.py "$st/evidence" --max-minutes 0.0001 >/dev/null 2>&1  # rewrites fidelity.md
+    $py benchmarks/fidelity/run_all.py "$st/evidence" --table
     for f in rows.jsonl fidelity.md done.txt; do [ -f "$st/evidence/$f" ] && cp "$st/evidence/$f" "$out/fidelity/"; done ;;
   *) echo "unknown part $part" >&2; exit 2 ;;
 esac

@@ -7,6 +7,8 @@ Each script runs in its own process (`python SCRIPT`), at most --timeout seconds
 finished is listed in OUT_DIR/done.txt, so a second call with the same OUT_DIR resumes where the
 first stopped (a time-boxed device call). At the end OUT_DIR/fidelity.md tabulates the rows:
 family, class, variant, verdict, first break and its frame (or the error), towers that ran.
+A script killed mid-way is re-run whole by the next call: its later rows supersede the earlier
+ones (one row per script, class and variant). `--table` only rewrites fidelity.md.
 """
 
 from __future__ import annotations
@@ -60,9 +62,16 @@ def run_one(script: str, out: Path, timeout: float, env: dict) -> tuple[str, int
     return script, rc, time.time() - t0
 
 
+def latest_rows(out: Path) -> list[dict]:
+    """The rows of OUT/rows.jsonl, the last one kept per script, class and variant (a resumed script
+    re-runs from its start and appends again)."""
+    path = out / "rows.jsonl"
+    rows = [json.loads(x) for x in path.read_text().splitlines() if x.strip()] if path.exists() else []
+    return list({(r["script"], r["family"], r["class"], r["variant"]): r for r in rows}.values())
+
+
 def table(out: Path) -> str:
-    rows = [json.loads(x) for x in (out / "rows.jsonl").read_text().splitlines() if x.strip()] \
-        if (out / "rows.jsonl").exists() else []
+    rows = latest_rows(out)
     lines = ["| family | class | variant | torch · transformers | verdict | graphs/breaks | first break or error | frame | towers run |",
              "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
@@ -81,7 +90,11 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=1)
     ap.add_argument("--timeout", type=float, default=1500.0)
     ap.add_argument("--max-minutes", type=float, default=0.0, help="start no script after this many minutes")
+    ap.add_argument("--table", action="store_true", help="only rewrite OUT/fidelity.md from OUT/rows.jsonl")
     a = ap.parse_args()
+    if a.table:
+        (Path(a.out) / "fidelity.md").write_text(table(Path(a.out)))
+        return
 
     def stop(_sig: int, _frame: object) -> None:
         for p in list(RUNNING):
