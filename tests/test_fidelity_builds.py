@@ -111,3 +111,40 @@ def test_multimodal_call_runs_its_tower(model_type, registry):
     with count_towers(b.model, b.config) as rep, torch.no_grad():
         b.model(**plan.steps[0].make_inputs())
     assert rep.not_run == [] and rep.missing_kinds == []
+
+
+def test_config_init_fills_a_composite_part_only_where_the_release_defaults_to_another():
+    # 5.17's composites had no default parts (EncoderDecoderConfig() raised) or another one
+    # (Granite 4 Vision's text model was Llama): the registry's `config_init` names the part.
+    # Where the release already defaults to it (5.25 here) the config is built exactly as before.
+    from transformers import AutoConfig
+
+    from enablebot.model.build import default_config
+
+    same = default_config("encoder-decoder", {}, {"encoder": {"model_type": "bert"}, "decoder": {"model_type": "bert"}})
+    assert same.to_dict() == AutoConfig.for_model("encoder-decoder").to_dict()
+    other = default_config("encoder-decoder", {"encoder.num_hidden_layers": 1},
+                           {"encoder": {"model_type": "roberta"},
+                            "decoder": {"model_type": "bert", "is_decoder": True}})
+    assert other.encoder.model_type == "roberta" and other.decoder.model_type == "bert"
+    # The part is rebuilt with its overrides, which its validation may need (shrink_config
+    # applies every override again later); a part already of the named type is left alone.
+    assert other.encoder.num_hidden_layers == 1
+    assert other.decoder.to_dict() == same.decoder.to_dict()
+
+
+def test_an_inference_session_moves_to_the_model_device_with_its_containers(registry):
+    # SAM-video forwards take a session, not tensors: to_device used to leave it on the CPU,
+    # and on CUDA the frames met CUDA weights (5 items on the H200/H100 pass).
+    from enablebot.measure.tensors import to_device
+
+    res = resolve("sam2_video", registry)
+    b = build_model(res)
+    x = build_inputs(b.model, b.config, b.modality, res.entry.inputs)
+    session = x["inference_session"]
+    kinds = {k: type(v) for k, v in vars(session).items()}
+    moved = to_device(x, "meta")
+    assert moved["inference_session"] is session
+    assert session.inference_device == session.cache.inference_device == "meta"
+    assert all(f.device.type == "meta" for f in session.processed_frames.values())
+    assert {k: type(v) for k, v in vars(session).items()} == kinds  # defaultdicts stay defaultdicts

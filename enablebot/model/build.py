@@ -85,13 +85,7 @@ def make_config(res: Resolved, size: str):
 
     overrides = dict(res.entry.config) if res.entry else {}
     if res.config_dict is None:
-        try:
-            cfg = AutoConfig.for_model(res.model_type)
-        except Exception:
-            # Some defaults do not validate on their own; the registry overrides make them.
-            if not overrides:
-                raise
-            cfg = AutoConfig.for_model(res.model_type, **nested(overrides))
+        cfg = default_config(res.model_type, overrides, dict(res.entry.config_init) if res.entry else {})
     elif res.remote_code:
         # Only reachable when the repo was explicitly allowed (resolve() refuses otherwise), and
         # only from the copy the parent fetched: this process (the sandboxed child) never downloads code.
@@ -108,6 +102,37 @@ def make_config(res: Resolved, size: str):
     cfg, changes = shrink_config(cfg, size, overrides)
     define_token_ids(cfg)
     return cfg, changes
+
+
+def default_config(model_type: str, overrides: dict[str, Any], init: dict[str, Any]) -> Any:
+    """The config class's defaults, as the model card's `from_config` path starts. `init` (the
+    registry's `config_init`: sub-config name -> kwargs with its `model_type`) is passed to the
+    constructor only where this release leaves that sub-config unset or of another type: older
+    releases gave a composite no default parts (5.17's encoder-decoder, MusicGen, Gemma 4
+    assistant) or another one (Granite 4 Vision's text model), so a release that already
+    defaults to them builds exactly as before."""
+    from transformers import AutoConfig
+
+    try:
+        cfg = AutoConfig.for_model(model_type)
+    except Exception:
+        # Some defaults do not validate on their own; the registry overrides (and parts) make them.
+        if not overrides and not init:
+            raise
+        return AutoConfig.for_model(model_type, **merge(init, nested(overrides)))
+    sub = {k: v for k, v in nested(overrides).items() if isinstance(v, dict)}
+    wrong = {k: merge(v, sub.get(k, {})) for k, v in init.items()
+             if getattr(getattr(cfg, k, None), "model_type", None) != v.get("model_type")}
+    # The part's overrides go in with it: its validation may need them (Gemma 4 assistant).
+    return AutoConfig.for_model(model_type, **wrong) if wrong else cfg
+
+
+def merge(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+    """`a` updated with `b`, nested dicts merged key by key."""
+    out = dict(a)
+    for k, v in b.items():
+        out[k] = merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
 
 
 _TOKEN_IDS = ("pad_token_id", "bos_token_id", "eos_token_id")

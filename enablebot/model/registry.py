@@ -15,6 +15,8 @@ The file is data reviewed by maintainers in PRs, so it is written
 
 Per-architecture builder knowledge lives in each entry (lm-eval-harness style):
   config:   overrides applied to the shrunk config (dotted keys reach sub-configs)
+  config_init: a composite's parts (sub-config -> {model_type, ...}) for releases whose config
+            class leaves them unset or of another type; ignored where the release defaults to them
   inputs:   the input recipe (modality and extra tensors)
   requires: optional packages the model needs (missing -> `missing_dependency`)
   hook:     "module:function" for the rare case data cannot express
@@ -59,6 +61,7 @@ _ENTRY_ORDER = (
     "new_in",
     "seen_in",
     "requires",
+    "config_init",
     "config",
     "inputs",
     "hook",
@@ -86,6 +89,7 @@ class ArchEntry(Serializable):
     new_in: str | None = None  # "transformers 5.25.0": the release that brought it (day-0 registration)
     seen_in: list[str] = field(default_factory=list)  # Hub repos that revealed it
     requires: list[str] = field(default_factory=list)
+    config_init: dict[str, dict[str, Any]] = field(default_factory=dict)
     config: dict[str, Any] = field(default_factory=dict)
     inputs: dict[str, Any] = field(default_factory=dict)
     hook: str | None = None
