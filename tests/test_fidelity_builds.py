@@ -148,3 +148,19 @@ def test_an_inference_session_moves_to_the_model_device_with_its_containers(regi
     assert session.inference_device == session.cache.inference_device == "meta"
     assert all(f.device.type == "meta" for f in session.processed_frames.values())
     assert {k: type(v) for k, v in vars(session).items()} == kinds  # defaultdicts stay defaultdicts
+
+
+def test_a_named_audio_mask_pads_its_own_input(registry):
+    # NeuCodec takes a waveform and the semantic encoder's features: `input_features_mask` covers
+    # the features' 16 frames. Padding it over the waveform's 5,120 samples failed in eager.
+    b, x, plan = _call("neucodec", registry)
+    inp = plan.steps[0].make_inputs()
+    frames = inp["input_features"].shape[1]
+    assert plan.padding.key == "input_features_mask"
+    assert tuple(inp["input_features_mask"].shape) == (inp["input_features"].shape[0], frames)
+    lengths = plan.padding.lengths
+    assert lengths[-1] < lengths[0] == frames
+    assert bool((inp["input_features"][-1, lengths[-1]:] == 0).all())  # padded frames are zeros
+    assert int(inp["input_values"].shape[-1]) == int(x["input_values"].shape[-1])
+    with torch.no_grad():
+        b.model(**inp)

@@ -27,6 +27,8 @@ from .documented import documented_unused
 
 # Masks over audio frames that feature extractors return under their own names.
 AUDIO_MASK_KEYS = ("attention_mask", "input_features_mask", "feature_attention_mask", "padding_mask")
+MASK_OF = {"input_features_mask": "input_features", "feature_attention_mask": "input_features",
+           "padding_mask": "input_values"}  # the input each named mask covers
 AUDIO_MAIN_KEYS = ("input_values", "input_features")
 
 
@@ -171,6 +173,10 @@ def pad_audio(model: Any, config: Any, inputs: dict[str, Any]) -> tuple[dict[str
         return inputs, Padding(reason="the forward documents its audio mask as not used")
     if key is None:
         return inputs, Padding(reason="the forward takes no audio mask")
+    # A mask belongs to its own input: a codec with a waveform and semantic features pads the
+    # features' frames under `input_features_mask`, not the waveform's samples.
+    if torch.is_tensor(inputs.get(MASK_OF.get(key, ""))):
+        main = MASK_OF[key]
     x = inputs[main]
     axis = _frames_axis(x, config)
     b, t = x.shape[0], x.shape[axis]

@@ -36,6 +36,8 @@ from typing import Any
 
 from transformers import PretrainedConfig
 
+from .timm_backbones import shrink_timm
+
 
 @dataclass(frozen=True)
 class SizeProfile:
@@ -219,6 +221,7 @@ def shrink_dict(d: dict[str, Any], size: str = "tiny", changes: dict[str, Any] |
     _state_space(lv, p)
     _rope(lv)
     _misc(lv, p)
+    shrink_timm(d, changes, prefix, image=p.image)
     subs = [(k, v, dict(v)) for k, v in d.items() if isinstance(v, dict) and "model_type" in v]
     for k, v, _ in subs:
         sub = getattr(cfg, k, None) if cfg is not None else None
