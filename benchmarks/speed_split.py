@@ -193,6 +193,7 @@ def report(out: Path, meta: dict, phases: dict, baseline: Path | None = None) ->
         ph["worker_s"] = round(sum(r["seconds"] for r in got), 2)
         if name != "naive":
             ph["fresh_builds"] = sum(1 for r in got if r["build"] == "fresh")
+            ph.update(_wall_parts(out / name, ph["wall_s"]))
     labels = [lab for lab, _, _ in ROWS]
     tables = {}
     for mode in ("eval", "train"):
@@ -215,17 +216,33 @@ def report(out: Path, meta: dict, phases: dict, baseline: Path | None = None) ->
     return data
 
 
+def _wall_parts(sweep_dir: Path, wall_s: float) -> dict:
+    """A sweep phase's wall split: its start-up and planning before the loop (startup_s, which the
+    sweep logs), the loop (its wall_s) and the rest, the process's exit."""
+    from enablebot.sweep.engine import load_runs
+
+    try:
+        last = load_runs(sweep_dir)[-1]
+    except (FileNotFoundError, IndexError):
+        return {}
+    if last.get("startup_s") is None:
+        return {"loop_s": last["wall_s"]}
+    return {"startup_s": last["startup_s"], "loop_s": last["wall_s"],
+            "exit_s": round(wall_s - last["startup_s"] - last["wall_s"], 2)}
+
+
 def markdown(d: dict) -> str:
     lines = [f"# Speed split: {len(d['models'])} base types, {d['jobs']} workers, device {d['device']}, "
              f"timeout {d['timeout']} s", "", f"torch {d['torch']}, transformers {d['transformers']}; {d['host']}", "",
-             "| phase | what | items | wall s | wall / naive | CPU s | CPU / naive | worker s | fresh builds | load avg "
-             "(start, end) | stopped at budget |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| phase | what | items | wall s | wall / naive | start-up / loop / exit s | CPU s | CPU / naive | worker s | "
+             "fresh builds | load avg (start, end) | stopped at budget |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     what = {"naive": "naive harness", "call": "sweep `call` (default pass)", "engine": "sweep `naive` (naive call, engine)",
             "variants": "sweep `call_unpadded` + `call_nocache` (eval)"}
     for name, ph in d["phases"].items():
+        parts = " / ".join(str(ph.get(k, "")) for k in ("startup_s", "loop_s", "exit_s")) if "loop_s" in ph else ""
         lines.append(f"| {name} | {what[name]} | {ph.get('items', 0)} | {ph['wall_s']} | {ph.get('wall_vs_naive')} | "
-                     f"{ph['cpu_s']} | {ph.get('cpu_vs_naive')} | {ph.get('worker_s')} | {ph.get('fresh_builds', '')} | "
+                     f"{parts} | {ph['cpu_s']} | {ph.get('cpu_vs_naive')} | {ph.get('worker_s')} | {ph.get('fresh_builds', '')} | "
                      f"{ph.get('load_avg', '')} | {ph['stopped_at_budget']} |")
     # CPU time on a CPU run (other jobs on shared cores stretch wall time, not CPU time); wall time
     # on CUDA, where CPU time misses the waits for the device.

@@ -164,3 +164,194 @@ def test_a_named_audio_mask_pads_its_own_input(registry):
     assert int(inp["input_values"].shape[-1]) == int(x["input_values"].shape[-1])
     with torch.no_grad():
         b.model(**inp)
+
+
+def _towers_not_run(b, inputs):
+    from enablebot.measure.towers import count_towers
+
+    with count_towers(b.model, b.config) as rep, torch.no_grad():
+        b.model(**inputs)
+    return rep.not_run
+
+
+@pytest.mark.parametrize("model_type", [
+    "musicflamingo",  # get_audio_features reads the placeholders: counted by the tower's output lengths
+    "voxtral",  # the head's get_audio_features(*args, **kwargs) read through to the inner model's
+    "qwen2_5_omni_thinker",  # feature_attention_mask named for its input; audio after image and video
+    "fun_asr_nano",  # the registry shapes the stacked features; they still get their placeholders
+    "vibevoice",  # a waveform with its padding_mask
+])
+def test_an_audio_lm_call_runs_its_audio_tower(model_type, registry):
+    from enablebot.model.audio import audio_token
+
+    b, x, plan = _call(model_type, registry, task="head")
+    inp = plan.steps[0].make_inputs()
+    assert bool((inp["input_ids"] == audio_token(b.config)).any())
+    assert _towers_not_run(b, inp) == []
+    # Hostile twin: the same call without its audio leaves the audio tower unrun.
+    audio_keys = {"input_features", "input_values", "input_features_mask", "feature_attention_mask", "padding_mask"}
+    text = {k: v for k, v in inp.items() if k not in audio_keys}
+    text["input_ids"] = torch.where(text["input_ids"] == audio_token(b.config), 1, text["input_ids"])
+    assert any("audio_tower" in name for name in _towers_not_run(b, text))
+
+
+def test_padded_audio_keeps_one_placeholder_per_encoded_row(registry):
+    # Qwen2-Audio: clips of different lengths padded as the feature extractor pads them, with the
+    # processor's feature_attention_mask, and in each row as many <|AUDIO|> placeholders as its
+    # real frames encode to (the tower's own output lengths).
+    b, x, plan = _call("qwen2_audio", registry, task="head")
+    inp = plan.steps[0].make_inputs()
+    mask = inp["feature_attention_mask"]
+    real = mask.sum(-1)
+    assert plan.steps and int(real[-1]) < int(real[0]) == mask.shape[1]
+    assert bool((inp["input_features"][-1, :, int(real[-1]):] == 0).all())  # padded frames are zeros
+    token = b.config.audio_token_id
+    tower = getattr(b.model, "audio_tower", None) or b.model.model.audio_tower
+    _, encoded = tower._get_feat_extract_output_lengths(real)
+    assert (inp["input_ids"] == token).sum(-1).tolist() == encoded.tolist()
+    assert encoded[-1] < encoded[0]
+    assert _towers_not_run(b, inp) == []
+    # Hostile twin: the padded audio with the full-length placeholder run in every row is
+    # rejected by the model (more placeholders than encoded rows).
+    bad = dict(inp, input_ids=x["input_ids"], attention_mask=torch.ones_like(x["input_ids"]))
+    with pytest.raises(Exception), torch.no_grad():
+        b.model(**bad)
+
+
+@pytest.mark.parametrize("model_type", ["seamless_m4t", "seamless_m4t_v2"])
+def test_a_text_or_speech_base_gets_the_speech_call(model_type, registry):
+    # SeamlessM4T(v2)Model takes text or speech per call; the audio type's base call is speech,
+    # with its frame mask padded (registry by_class data).
+    b, _, plan = _call(model_type, registry, task="base")
+    inp = plan.steps[0].make_inputs()
+    assert "input_ids" not in inp and plan.padding.key == "attention_mask"
+    assert _towers_not_run(b, inp) == []
+
+
+# Vision towers that did not run on transformers 5.17 (issue 28, "towers on 5.17").
+def _not_run(b, inp):
+    from enablebot.measure.towers import count_towers
+
+    with count_towers(b.model, b.config) as rep, torch.no_grad():
+        b.model(**inp)
+    return rep.not_run
+
+
+_IMAGE_KEYS = {"pixel_values", "pixel_values_images", "pixel_values_videos", "image_grid_thw", "video_grid_thw",
+               "image_sizes", "image_merge_sizes", "high_res_pixel_values", "target_sizes", "mm_token_type_ids",
+               "pixel_attention_mask", "spatial_shapes", "token_type_ids"}
+
+
+@pytest.mark.parametrize("model_type", [
+    "hunyuan_vl",  # 5.17: one (1, rows of every image, width) sequence, read per image
+    "llama4",  # 5.17: get_image_features requires vision_feature_select_strategy: the config's value
+    "video_llava",  # 5.17: images are `pixel_values_images`; the video tower's feature layer from the config
+    "deepseek_vl_hybrid",  # high_res_pixel_values at the high-resolution tower's size
+    "video_llama_3",  # 5.17: image_merge_sizes, which the head's function hands on through **kwargs
+    "paddleocr_vl",  # patches (rows, C, patch, patch), not flattened
+    "kimi_k25",  # the same, with a [2, 2] merge kernel
+    "minicpmv4_6",  # the head's get_image_features(*args, **kwargs): the inner model's is read
+    "granite4_vision",  # features per LLM layer (deepstack_features), counted by the first
+])
+def test_a_vlm_call_runs_its_vision_tower_by_generic_rules(model_type, registry):
+    from enablebot.model.tensors import image_token
+
+    b, _, plan = _call(model_type, registry, task="head")
+    inp = plan.steps[0].make_inputs()
+    assert bool((inp["input_ids"] == image_token(b.config)).any())
+    assert _not_run(b, inp) == []
+    # Hostile twin: the same text without the images (placeholders made ordinary) leaves a tower unrun.
+    from enablebot.model.videos import video_token
+
+    text = {k: v for k, v in inp.items() if k not in _IMAGE_KEYS}
+    for token in (image_token(b.config), video_token(b.config)):
+        if token is not None:
+            text["input_ids"] = torch.where(text["input_ids"] == int(token), 3, text["input_ids"])
+    assert _not_run(b, text) != []
+
+
+@pytest.mark.parametrize("model_type,task", [
+    ("aria", "head"),  # a patch-count -> queries entry for the tiny image
+    ("florence2", "head"), ("janus", "head"),  # the tower's projection_dim is the text width
+    ("shieldgemma2", "head"), ("t5gemma2_encoder", "base"),  # Gemma 3's mm_tokens_per_image
+    ("modernvbert", "head"),  # a pixel-shuffle factor that divides the patch grid
+    ("deepseek_ocr2", "head"),  # the SAM neck's width is the encoder's
+    ("muse_glimmer", "head"),  # the merger's output width
+    ("lfm2_vl", "head"),  # NaFlex patches with their mask and grid
+    ("kosmos-2.5", "head"),  # flattened patches and the image-embedding positions
+    ("glm_image", "base"),  # image-to-image prompt: source grid, target grid
+])
+def test_registry_data_runs_the_vision_tower(model_type, task, registry):
+    b, _, plan = _call(model_type, registry, task=task)
+    inp = plan.steps[0].make_inputs()
+    assert _not_run(b, inp) == []
+
+
+def test_image_feature_rows_per_image_from_one_sequence_or_per_layer():
+    from transformers.modeling_outputs import BaseModelOutputWithPooling
+
+    from enablebot.model.images import _feature_rows
+
+    # HunYuan-VL (5.17): every image's rows in one (1, rows, width) sequence.
+    assert _feature_rows(BaseModelOutputWithPooling(pooler_output=torch.zeros(1, 8, 4)), 2) == 4
+    # One sequence per image, as before; and one image (audio clips) reads the rows as they are.
+    assert _feature_rows(BaseModelOutputWithPooling(pooler_output=torch.zeros(2, 8, 4)), 2) == 8
+    assert _feature_rows(BaseModelOutputWithPooling(pooler_output=torch.zeros(1, 8, 4)), 1) == 8
+
+    from dataclasses import dataclass
+
+    @dataclass
+    class Stack(BaseModelOutputWithPooling):  # Granite 4 Vision: (LLM layer, per-image features)
+        deepstack_features: list | None = None
+
+    out = Stack(deepstack_features=[(0, [torch.zeros(5, 4), torch.zeros(5, 4)]), (1, [torch.zeros(5, 4)] * 2)])
+    assert _feature_rows(out, 2) == 5
+    # A video's features as one (frames, rows, width) piece per clip (LLaVA-NeXT-Video, 5.17): frames x rows.
+    from enablebot.model.videos import _rows_per_clip
+
+    clips = BaseModelOutputWithPooling(pooler_output=(torch.zeros(4, 3, 8), torch.zeros(4, 3, 8)))
+    assert _rows_per_clip(clips, 2) == 12
+
+
+def test_a_features_argument_the_config_does_not_name_is_not_invented(registry):
+    # Hostile twin of the config-setting rule: a required argument with neither a rule nor a
+    # config value leaves the count unknown (no image rather than a made-up value).
+    from enablebot.model.images import _pass_through, config_settings, image_token_count
+    from enablebot.model.tensors import Ctx
+
+    res = resolve("llama4", registry)
+    b = build_model(res, task="head")
+    ctx = Ctx(model=b.model, config=b.config, batch=2, seq_len=8, gen=torch.Generator().manual_seed(0),
+              out={"pixel_values": torch.randn(2, 3, 28, 28)})
+
+    def needs_setting(pixel_values, vision_feature_select_strategy): ...
+
+    def needs_unknown(pixel_values, no_such_setting): ...
+
+    assert config_settings(needs_setting, ctx) == {"vision_feature_select_strategy": "default"}
+    assert config_settings(needs_unknown, ctx) == {}
+    b.model.get_image_features = needs_unknown
+    assert image_token_count(b.model, ctx) is None
+
+    def passes(*args, **kwargs): ...
+
+    assert _pass_through(passes) and not _pass_through(needs_setting)
+
+
+def test_decode_drops_audio_merged_under_its_own_name(registry):
+    # Inkling's audio comes as discretised mel ids (`audio_input_ids`), merged at placeholders in
+    # the prefill; generate() passes them on the first iteration only (prepare_inputs_for_generation),
+    # so the decode step carries none: with them it fails (features for no placeholder).
+    b, x, _ = _call("inkling_mm_model", registry, task="head")
+    assert "audio_input_ids" in x
+    p = scenarios.plan("decode", b.model, b.config, x, b.modality, "eval")
+    b.model.eval()
+    with torch.no_grad():
+        out = b.model(**p.steps[0].make_inputs())
+        decode = p.steps[1].make_inputs()
+        assert "audio_input_ids" not in decode
+        b.model(**decode)
+        # Hostile twin: the same decode step with the prefill's audio is rejected.
+        with pytest.raises(Exception):
+            b.model(**{**decode, "audio_input_ids": x["audio_input_ids"]})
+    assert out is not None

@@ -207,8 +207,11 @@ def test_multimodal_call_runs_every_tower(model_type, registry):
     b.model.eval()
     with count_towers(b.model, b.config) as rep, torch.no_grad():
         b.model(**inp)
-    if "feature_attention_mask" in inp:  # one placeholder per frame of full-length audio: not padded
-        assert bool((inp["feature_attention_mask"] == 1).all()) and p.padding.key == "attention_mask"
+    if "feature_attention_mask" in inp:  # padded audio: each row's placeholders count its real frames
+        real = inp["feature_attention_mask"].sum(-1)
+        per_row = (inp["input_ids"] == b.config.audio_token_id).sum(-1)
+        assert int(real[-1]) < int(real[0]) and int(per_row[-1]) < int(per_row[0])
+        assert p.padding.key == "attention_mask"
     tower = TOWER_RUNS[model_type]
     assert rep.active[tower] and rep.not_run == [] and rep.missing_kinds == []
     # hostile: the same ids with placeholders made ordinary, no image/audio: the tower does not run

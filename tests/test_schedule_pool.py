@@ -10,7 +10,8 @@ import pytest
 from enablebot.execute.pool import WorkerPool
 from enablebot.model.registry import ArchEntry, Registry
 from enablebot.results import RunResult, RunSpec
-from enablebot.sweep.schedule import durations_for, estimator, item_key, load_durations, longest_first, work_order
+from enablebot.sweep.baseline import Baseline, baseline_from, compare
+from enablebot.sweep.schedule import baseline_durations, durations_for, estimator, item_key, load_durations, longest_first, work_order
 
 from conftest import ROOT
 
@@ -76,6 +77,48 @@ def test_passed_durations_order_a_time_boxed_sweep_but_its_own_history_does_not(
     assert names(work_order(todo, durations=None, history=history, time_boxed=True)) == ["a", "b", "c", "d"]
     assert names(work_order(todo, durations=passed, history=history, time_boxed=False)) == ["d", "c", "b", "a"]
     assert names(work_order(todo, durations=None, history={}, time_boxed=False)) == ["a", "b", "c", "d"]
+
+
+def test_a_baseline_keeps_item_seconds_that_order_the_next_sweep_and_are_never_judged(tmp_path):
+    rows = [RunResult(spec=spec("llama", fast=True, device="cuda"), verdict="full_graph", duration_s=3.04),
+            RunResult(spec=spec("gpt2", "train", fast=True, device="cuda"), verdict="graph_break", duration_s=19.0)]
+    base = baseline_from(rows)
+    base.save(tmp_path / "cuda-dynamo-torch-2.11.0.json")
+    saved = Baseline.load(tmp_path / "cuda-dynamo-torch-2.11.0.json")
+    assert {k: e.seconds for k, e in saved.entries.items()} == {rows[0].key: 3.0, rows[1].key: 19.0}
+    # Twice as slow now: no regression, only verdicts, breaks and numerics are judged.
+    slower = [RunResult(spec=r.spec, verdict=r.verdict, duration_s=r.duration_s * 2) for r in rows]
+    assert not compare(slower, saved).failed
+    # The same device and pass, the closest older torch; another pass or device has none.
+    Baseline(device="cuda", torch="2.9.0", transformers="5.0.0", pass_name="dynamo").save(
+        tmp_path / "cuda-dynamo-torch-2.9.0.json")
+    times, path = baseline_durations(tmp_path, pass_name="dynamo", device="cuda", torch_version="2.12.0+cu130")
+    assert path.name == "cuda-dynamo-torch-2.11.0.json"
+    assert times == {"llama|base|eval|call": 3.0, "gpt2|base|train|call": 19.0}
+    # An older torch than any baseline: the oldest is the closest (it keeps no seconds: nothing to rank by).
+    assert baseline_durations(tmp_path, pass_name="dynamo", device="cuda", torch_version="2.8.1") == ({}, None)
+    assert baseline_durations(tmp_path, pass_name="inductor", device="cuda", torch_version="2.11.0") == ({}, None)
+    assert baseline_durations(tmp_path, pass_name="dynamo", device="cpu", torch_version="2.11.0") == ({}, None)
+    (tmp_path / "cuda-dynamo-torch-2.10.0.json").write_text("{not json")
+    assert baseline_durations(tmp_path, pass_name="dynamo", device="cuda", torch_version="2.10.1") == ({}, None)
+
+
+def test_the_committed_baselines_order_a_sweep_longest_first(tmp_path):
+    """Without --durations-from, a sweep runs first what the committed CPU baseline timed longest:
+    llama (4.2 s there) before opt (1.6 s), which the plan's hash order puts first."""
+    import hashlib
+
+    assert hashlib.sha1(b"opt").hexdigest() < hashlib.sha1(b"llama").hexdigest()
+    out = tmp_path / "o"
+    p = subprocess.run([sys.executable, "-m", "enablebot.cli", "sweep", "--out", str(out), "-m", "opt", "-m", "llama",
+                        "--task", "base", "--mode", "eval", "--jobs", "1", "--no-report"],
+                       capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert "longest first by the item times in baselines/cpu-dynamo-torch-" in p.stderr
+    ran = [json.loads(line)["spec"]["model_id"] for line in (out / "results.jsonl").read_text().splitlines()]
+    assert ran == ["llama", "opt"]
+    run = json.loads((out / "sweep_runs.jsonl").read_text().splitlines()[-1])
+    assert 0 < run["startup_s"] < 120  # the process's start-up before the loop, for speed_split.py
 
 
 def test_sweep_refuses_a_missing_durations_file(tmp_path):

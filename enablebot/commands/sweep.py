@@ -54,6 +54,9 @@ def register(app: typer.Typer) -> None:
         durations_from: List[Path] = typer.Option(
             [], help="a previous results.jsonl (or sweep directory) of this device, this pass else another: "
                 "run the longest items first, also in a --max-minutes sweep; repeatable (a sharded pass's shards)"),
+        baseline_times: bool = typer.Option(True, help="without --durations-from: run the longest items first by the "
+                                            "seconds kept in the committed baseline of this device and pass"),
+        baseline_dir: Path = typer.Option(Path("baselines"), help="where the per-device, per-version baselines live"),
         reuse: Optional[Path] = typer.Option(None, help="incremental: reuse results of this earlier sweep directory whose "
                                                         "cache key (torch, transformers, model code, spec) matches; "
                                                         "decisions and reasons go to OUT/incremental.json"),
@@ -76,10 +79,12 @@ def register(app: typer.Typer) -> None:
         if pass_.value not in PASSES:
             err.print(f"[red]error:[/red] --pass {pass_.value}: this sweep runs only {', '.join(PASSES)}")
             raise typer.Exit(2)
-        dev = require_device(device)
         from ..execute.pool import start_fork_server
 
-        start_fork_server()  # its imports overlap this process's planning (seconds of every sweep's wall)
+        # Before anything imports torch here (require_device does, for cuda): the server's own imports
+        # then overlap this process's checks and planning instead of following them.
+        start_fork_server()
+        dev = require_device(device)
         if jobs is None:
             jobs = default_jobs(pass_.value, dev)
         elif pass_ == Pass.inductor and dev == "cpu" and jobs > 1:
@@ -138,6 +143,15 @@ def register(app: typer.Typer) -> None:
             elif source != pass_.value:
                 err.print(f"longest first by the {source} pass's {dev} durations in {where} "
                           f"(it holds none of the {pass_.value} pass)")
+        elif baseline_times:
+            from importlib.metadata import version
+
+            from ..sweep.schedule import baseline_durations
+
+            durations, source_path = baseline_durations(baseline_dir, pass_name=pass_.value, device=dev,
+                                                        torch_version=version("torch"))
+            if source_path is not None:
+                err.print(f"longest first by the item times in {source_path} (--no-baseline-times keeps the plan's order)")
         if new_types:
             from ..sweep.day0 import first
 

@@ -267,6 +267,19 @@ def plan_decode(model: Any, config: Any, inputs: dict) -> ScenarioPlan:
                         padding=info, notes=notes)
 
 
+def _audio_prefill_only(model: Any, prefill: dict) -> set[str]:
+    """The audio an audio LM merges at its placeholders, under whatever name its
+    `get_audio_features` takes it (Inkling's `audio_input_ids`): like the media in
+    `_prefill_only`, the prefill's placeholders consumed it, and the model's
+    `prepare_inputs_for_generation` passes it on the first iteration only. Its mask stays, as
+    generate() keeps it in the model kwargs (the forward reads it only with the audio)."""
+    from ..model.audio import _audio_features_fn, audio_input
+
+    fn = _audio_features_fn(model)
+    main = audio_input(fn) if fn is not None else None
+    return {main} if main is not None and "input_ids" in prefill else set()
+
+
 def _decode_inputs(model: Any, config: Any, prefill: dict, out: Any, cache: Any, nxt: Any, key: str,
                    enc_dec: bool) -> dict:
     """The second forward of generate(): one new token per row, the prefill's cache."""
@@ -275,6 +288,7 @@ def _decode_inputs(model: Any, config: Any, prefill: dict, out: Any, cache: Any,
     params = forward_params(model)
     drop = set(_prefill_only()) | {"input_ids", "decoder_input_ids", "position_ids", "cache_position", "cache",
                                    "past_key_values", "decoder_position_ids", "labels"}
+    drop |= _audio_prefill_only(model, prefill)
     step = {k: v for k, v in prefill.items() if k not in drop}
     step[key] = cache
     if enc_dec:

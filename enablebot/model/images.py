@@ -13,7 +13,7 @@ import inspect
 from typing import Any
 
 from .configs import first_attr
-from .tensors import RULES, Ctx, image_hw, image_token, rule_for, token_ids
+from .tensors import RULES, VISION_SUBS, Ctx, image_hw, image_token, rule_for, token_ids
 from .trial import run_completing, runs
 
 def features_fn(model: Any, name: str) -> Any:
@@ -25,12 +25,25 @@ def features_fn(model: Any, name: str) -> Any:
     return None
 
 
+def _pass_through(fn: Any) -> bool:
+    """A function that only hands `*args, **kwargs` on (MiniCPM-V 4.6's head to its model): its
+    signature names nothing, so the inner model's function is the one to read."""
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return all(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in params)
+
+
 def _image_features_fn(model: Any, deep: bool = False) -> Any:
     vlm = getattr(model, "vlm", None)  # retrieval wrappers around a VLM
-    for obj in (model, getattr(model, "model", None), vlm, getattr(vlm, "model", None)):
-        fn = getattr(obj, "get_image_features", None)
-        if fn is not None:
+    objs = (model, getattr(model, "model", None), vlm, getattr(vlm, "model", None))
+    fns = [fn for fn in (getattr(obj, "get_image_features", None) for obj in objs) if fn is not None]
+    for fn in fns:
+        if not _pass_through(fn):
             return fn
+    if fns:
+        return fns[0]
     # Deeper wrappers (a policy or a head around a model around a VLM: `model.model.vlm`):
     # the first sub-module, in module order, that has one.
     for m in model.modules() if deep else ():
@@ -38,6 +51,31 @@ def _image_features_fn(model: Any, deep: bool = False) -> Any:
         if fn is not None:
             return fn
     return None
+
+
+# The forward's image argument: `pixel_values`, or `pixel_values_images` where a model takes images
+# and videos under two names (Video-LLaVA on transformers 5.17).
+IMAGE_ARGS = ("pixel_values", "pixel_values_images")
+
+
+def image_arg(model: Any) -> str | None:
+    params = inspect.signature(model.forward).parameters
+    return next((n for n in IMAGE_ARGS if n in params), None)
+
+
+def config_settings(fn: Any, ctx: Ctx, given: Any = (), optional: bool = False) -> dict[str, Any]:
+    """Arguments of a features function that the config names (`vision_feature_layer`,
+    `vision_feature_select_strategy`): the config's values, which the model's forward passes
+    when its caller gives none. Required ones only, or (`optional`) also those defaulting to None."""
+    out: dict[str, Any] = {}
+    for name, p in inspect.signature(fn).parameters.items():
+        if name in given or p.kind not in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) or rule_for(name) is not None:
+            continue
+        if p.default is p.empty or (optional and p.default is None):
+            value = first_attr(ctx.config, (name,), VISION_SUBS)
+            if value is not None and isinstance(value, (int, str, list, tuple)):
+                out[name] = value
+    return out
 
 
 def image_token_count(model: Any, ctx: Ctx, extended: bool = False) -> int | None:
@@ -56,7 +94,12 @@ def image_token_count(model: Any, ctx: Ctx, extended: bool = False) -> int | Non
         elif p.default is p.empty and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY):
             rule = rule_for(name)
             if rule is None:
-                return None
+                # A setting the config names (`vision_feature_select_strategy`): the config's value.
+                value = config_settings(fn, ctx).get(name)
+                if value is None:
+                    return None
+                kwargs[name] = value
+                continue
             kwargs[name] = ctx.out[name] = rule(ctx)
     calls = [(kwargs, ctx.batch, 1)]
     pv = kwargs.get("pixel_values")
@@ -65,13 +108,34 @@ def image_token_count(model: Any, ctx: Ctx, extended: bool = False) -> int | Non
         # which flattens the image axis itself (multi-camera policies): count per image, times images.
         calls.append(({**kwargs, "pixel_values": pv.flatten(0, 1)}, pv.shape[0] * pv.shape[1], int(pv.shape[1])))
     for call_kwargs, images, per_sample in calls:
-        try:
-            with torch.no_grad():
-                out = fn(**call_kwargs)
-        except Exception:
+        out = _call_completing(model, fn, call_kwargs, ctx)
+        if out is None:
             continue
         n = _feature_rows(out, images)
         return n * per_sample if n is not None else None
+    return None
+
+
+def _call_completing(model: Any, fn: Any, kwargs: dict[str, Any], ctx: Ctx, rounds: int = 2) -> Any:
+    """`fn(**kwargs)`, or None where it raises. An argument it reports missing (an inner model's
+    function reached through a wrapper's `**kwargs`: VideoLLaMA3's `image_merge_sizes`) that the
+    forward takes too and a rule makes is added, to the call and to the inputs, and it is tried again."""
+    import torch
+
+    from .documented import missing_arguments
+
+    params = inspect.signature(model.forward).parameters
+    for _ in range(rounds + 1):
+        try:
+            with torch.no_grad():
+                return fn(**kwargs)
+        except Exception as e:  # noqa: BLE001 - any failure means "not these images"
+            names = [n for n in missing_arguments(e) if n not in kwargs]
+        rules = {n: rule_for(n) for n in names}
+        if not names or any(r is None or n not in params for n, r in rules.items()):
+            return None
+        for n, r in rules.items():
+            kwargs[n] = ctx.out[n] = r(ctx)
     return None
 
 
@@ -84,11 +148,22 @@ def _feature_rows(out: Any, images: int) -> int | None:
         # Set as an attribute on an output class without that field (transformers 5.17's
         # Mistral3 sets `pooler_output` on a BaseModelOutput): not among its keys.
         feats = getattr(out, "pooler_output", None)
+    if feats is None:
+        # Features injected at LLM layers (Granite 4 Vision's `deepstack_features`: (LLM layer,
+        # per-image features) pairs), every pair at the same placeholders: the first pair's.
+        stack = getattr(out, "deepstack_features", None)
+        if isinstance(stack, (list, tuple)) and stack and isinstance(stack[0], (list, tuple)) and len(stack[0]) == 2:
+            feats = stack[0][1]
     if feats is None and hasattr(out, "get"):  # models merging the encoder output itself (Llama 4)
         feats = out.get("last_hidden_state")
     if isinstance(feats, (list, tuple)) and feats and torch.is_tensor(feats[0]):
         return int(feats[0].shape[0]) if feats[0].dim() == 2 else int(feats[0].shape[-2])
     if torch.is_tensor(feats):
+        if feats.dim() == 3 and images > 1 and feats.shape[0] != images:
+            # Not one sequence per image: one holding every image's rows (HunYuan-VL on
+            # transformers 5.17: (1, rows, width)), or one per frame or tile (Video-LLaVA's clips:
+            # (clips x frames, rows, width)); the forward merges them all, so rows per image.
+            return int(feats.shape[0] * feats.shape[1]) // images
         return int(feats.shape[1]) if feats.dim() == 3 else int(feats.shape[0]) // images
     return None
 
@@ -106,13 +181,14 @@ def add_image_tokens(model: Any, ctx: Ctx, extended: bool = False) -> bool:
 
     token = image_token(ctx.config)
     ids = ctx.out.get("input_ids")
+    arg = image_arg(model) or "pixel_values"
     if token is None or ids is None:
         return False
     saved = dict(ctx.out)
-    for layout in _image_layouts(model, ctx, "pixel_values" in saved, extended):
+    for layout in _image_layouts(model, ctx, arg in saved, extended):
         ctx.out.clear()
         ctx.out.update(saved)
-        ctx.out.update(layout)
+        ctx.out.update({arg if k == "pixel_values" else k: v for k, v in layout.items()})
         n = image_token_count(model, ctx, extended)
         if not n:
             continue
@@ -145,7 +221,15 @@ def _image_layouts(model: Any, ctx: Ctx, given: bool, extended: bool = False) ->
     plain = RULES["pixel_values"](ctx)
     out: list[dict[str, Any]] = []
     if "image_grid_thw" in params:
-        out.append({"pixel_values": RULES["patchified"](ctx), "image_grid_thw": RULES["image_grid_thw"](ctx)})
+        patches = RULES["patchified"](ctx)
+        out.append({"pixel_values": patches, "image_grid_thw": RULES["image_grid_thw"](ctx)})
+        # The same patches not flattened, (patches, C, patch, patch), where there is no temporal
+        # patch to flatten (the PaddleOCR-VL and Kimi-K2.5 processors return them so).
+        side = int(first_attr(ctx.config, ("patch_size",), VISION_SUBS, 14))
+        if first_attr(ctx.config, ("temporal_patch_size", "patch_temporal"), VISION_SUBS, 1) == 1 \
+                and patches.shape[1] % (side * side) == 0:
+            out.append({"pixel_values": patches.reshape(patches.shape[0], -1, side, side),
+                        "image_grid_thw": RULES["image_grid_thw"](ctx)})
     if "image_sizes" in params and plain.dim() == 4 and _anyres_tiles(ctx):
         out.append({"pixel_values": _anyres(ctx, plain), "image_sizes": RULES["image_sizes"](ctx)})
     out.append({"pixel_values": plain})

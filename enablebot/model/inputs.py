@@ -43,7 +43,7 @@ import inspect
 from typing import Any
 
 from .configs import first_attr, text_config
-from .images import add_image_tokens
+from .images import add_image_tokens, image_arg
 from .tensors import IMAGE_TOKEN_SUBS, RULES, Ctx, config_width_vector, eval_dim, image_token, rule_for
 from .trial import run_completing, runs
 
@@ -125,8 +125,8 @@ def default_inputs(model: Any, config: Any, modality: str, *, batch: int, seq_le
         ctx.out[name] = rule(ctx)
     params = inspect.signature(model.forward).parameters
     with_images = False
-    merges_images = "pixel_values" in params and "pixel_values" not in skip \
-        and image_token(config) is not None
+    arg = image_arg(model)
+    merges_images = arg is not None and arg not in skip and image_token(config) is not None
     if merges_images and "input_ids" in ctx.out:
         with_images = add_image_tokens(model, ctx)
     if merges_images and not with_images and not runs(model, ctx.out):
@@ -235,6 +235,10 @@ def build_inputs(model: Any, config: Any, modality: str, recipe: dict[str, Any] 
     if "pixel_values" in given and "input_ids" in out and "input_ids" not in given \
             and image_token(config) is not None:
         add_image_tokens(model, ctx)
+    from .audio import add_audio_tokens, recipe_audio
+
+    if recipe_audio(model, ctx, given):  # audio a recipe shapes gets its placeholders likewise
+        add_audio_tokens(model, ctx)
     if recipe.get("tokens"):
         place_tokens(ctx, recipe["tokens"])
     if recipe.get("hook"):  # inputs no tensor recipe can express (e.g. a video inference session)

@@ -11,7 +11,8 @@ A user's batch is padded: the attention mask has zeros, and the model's masking 
 - audio (`input_values` / `input_features` without `input_ids`): an `attention_mask` over
   raw samples or feature frames, right-padded, with the padded samples zeroed, as the
   wav2vec2/whisper feature extractors return with `return_attention_mask=True`. Audio next to
-  text whose placeholder tokens count its frames (Qwen2-Audio) keeps its full length.
+  text whose placeholder tokens count its frames (Qwen2-Audio) is padded under its own mask and
+  each row keeps as many placeholders as its real audio encodes to (`pad_counted_audio`).
 
 Row 0 keeps its full length; the last row loses about a quarter. Nothing is padded when
 the forward takes no attention mask or there is no room (every position is special).
@@ -236,13 +237,15 @@ def pad_batch(model: Any, config: Any, inputs: dict[str, Any]) -> tuple[dict[str
     info = Padding(reason="the forward takes no attention mask")
     if torch.is_tensor(inputs.get("input_ids")) and "attention_mask" in params:
         inputs, info = pad_text(model, config, inputs)
-    if any(torch.is_tensor(inputs.get(k)) for k in AUDIO_MAIN_KEYS):
+    if any(torch.is_tensor(inputs.get(k)) for k in AUDIO_MAIN_KEYS) or _audio_mask(model, inputs) is not None:
         if _has_audio_placeholders(config, inputs):
-            # A processor writes one placeholder per encoder frame of each row's real audio; padded
-            # audio would leave more placeholders than features, so the audio keeps its length.
+            # A processor writes one placeholder per encoder frame of each row's real audio: the
+            # audio is padded under its own mask and each row keeps as many placeholders as its real
+            # audio encodes to (`pad_counted_audio`); where that cannot be done, it keeps its length.
+            padded, audio = pad_counted_audio(model, config, inputs)
             if info.key is None:
-                info = Padding(reason="audio placeholders in the text count the frames: audio not padded")
-            return inputs, info
+                info = audio
+            return padded, info
         # Audio next to text (audio LMs) is padded under its own mask name.
         inputs, audio = pad_audio(model, config, inputs)
         if info.key is None:
@@ -251,6 +254,93 @@ def pad_batch(model: Any, config: Any, inputs: dict[str, Any]) -> tuple[dict[str
 
 
 AUDIO_TOKEN_KEYS = ("audio_token_id", "audio_token_index")
+
+
+def _audio_mask(model: Any, inputs: dict[str, Any]) -> tuple[str, str] | None:
+    """(mask, input) of the named mask over an audio LM's audio frames in `inputs`: an
+    extractor's mask name (`feature_attention_mask`, `input_features_mask`, `padding_mask`) or
+    `<input>_mask` for the input the audio-features function encodes (Inkling's
+    `audio_input_ids_mask`)."""
+    import torch
+
+    from .audio import _audio_features_fn, audio_input, mask_target
+
+    fn = _audio_features_fn(model)
+    main = audio_input(fn) if fn is not None else None
+    for key in inputs:
+        target = mask_target(key, inputs)
+        if key == "attention_mask" or target is None or not torch.is_tensor(inputs.get(key)) \
+                or not torch.is_tensor(inputs.get(target)):
+            continue
+        if key in MASK_OF or target == main:
+            return key, target
+    return None
+
+
+def pad_counted_audio(model: Any, config: Any, inputs: dict[str, Any]) -> tuple[dict[str, Any], Padding]:
+    """Audio whose placeholders in the text count its encoded rows, padded as a feature extractor
+    pads a batch of clips of different lengths: frames past each row's real length zeroed, its
+    mask 0 there, and in each row only as many placeholders as its real audio encodes to (counted
+    by the model: `audio.rows_per_sample`), the rest of the run ordinary text, as a processor
+    writes a shorter clip's prompt; where the model rejects that but takes the padded audio with
+    the run unchanged (a fixed run per clip that the model fills itself), that. Unpadded (with
+    the reason) where the model takes no audio mask, the count cannot be found, or the padded
+    batch does not run."""
+    import torch
+
+    from .audio import audio_token, rows_per_sample
+    from .tensors import special_ids
+    from .trial import runs
+
+    keep = "audio placeholders in the text count the frames: audio not padded"
+    named = _audio_mask(model, inputs)
+    if named is None:
+        return inputs, Padding(reason=f"{keep} (the forward takes no audio mask)")
+    key, main = named
+    x, old_mask = inputs[main], inputs[key]
+    if old_mask.dim() != 2 or old_mask.shape[0] != x.shape[0]:
+        return inputs, Padding(reason=f"{keep} (a {tuple(old_mask.shape)} mask)")
+    b, t = old_mask.shape
+    axis = _frames_axis(x, config)
+    if x.shape[axis] != t:
+        axis = next((d for d in range(1, x.dim()) if x.shape[d] == t), None)
+        if axis is None:
+            return inputs, Padding(reason=f"{keep} (the mask does not cover {main}'s frames)")
+    lengths = _lengths(b, t, t - 2)
+    if len(set(lengths)) == 1:
+        return inputs, Padding(reason=f"{keep} (no room)")
+    padded = x.clone()
+    mask = torch.zeros_like(old_mask)
+    for i, n in enumerate(lengths):
+        mask[i, :n] = 1
+        padded.narrow(0, i, 1).narrow(axis, n, t - n).zero_()  # feature extractors pad with 0.0
+    out = dict(inputs)
+    out[main], out[key] = padded, mask
+    counts = rows_per_sample(model, config, out)
+    token = audio_token(config)
+    ids = inputs["input_ids"]
+    if not counts or len(counts) != ids.shape[0]:
+        return inputs, Padding(reason=f"{keep} (no per-row count)")
+    special = special_ids(config) | {int(token)}
+    new_ids = ids.clone()
+    for i, row in enumerate(ids.tolist()):
+        where = [j for j, tok in enumerate(row) if tok == token]
+        if counts[i] > len(where):
+            return inputs, Padding(reason=f"{keep} (a row encodes to more rows than its placeholders)")
+        filler = next((tok for tok in reversed(row) if tok not in special), None)
+        if filler is None:
+            return inputs, Padding(reason=f"{keep} (no ordinary token)")
+        for j in where[counts[i]:]:
+            new_ids[i, j] = filler
+    out["input_ids"] = new_ids
+    if runs(model, out):
+        return out, Padding(key=key, side="right", lengths=lengths)
+    # A processor that writes a fixed run per clip (Gemma 3n: 188 audio tokens, the model pads the
+    # encoded rows up to them): the padded audio with the placeholders as they were.
+    out["input_ids"] = ids
+    if not bool((new_ids == ids).all()) and runs(model, out):
+        return out, Padding(key=key, side="right", lengths=lengths)
+    return inputs, Padding(reason=f"{keep} (the padded batch does not run)")
 
 
 def _has_audio_placeholders(config: Any, inputs: dict[str, Any]) -> bool:

@@ -85,7 +85,10 @@ def image_token(config: Any) -> Any:
 
 
 def _spatial_merge(config: Any) -> int:
-    return int(first_attr(config, ("spatial_merge_size", "merge_size"), VISION_SUBS, 1) or 1)
+    merge = first_attr(config, ("spatial_merge_size", "merge_size", "merge_kernel_size"), VISION_SUBS, 1) or 1
+    if isinstance(merge, (list, tuple)):  # a (height, width) merge kernel (Kimi-K2.5's [2, 2])
+        merge = max(int(m) for m in merge) if merge else 1
+    return int(merge)
 
 
 def image_hw(config: Any) -> tuple[int, int]:
@@ -255,6 +258,8 @@ def rule_for(name: str) -> Callable[[Ctx], Any] | None:
         return RULES[name]
     if name.endswith("_embeds") or name.endswith("hidden_states"):
         return _embeds
+    if name.endswith("_merge_sizes"):  # per image or per video (VideoLLaMA3's `image_merge_sizes`)
+        return RULES["merge_sizes"]
     if name.startswith("prompt_") and name[len("prompt_"):] in RULES:
         return RULES[name[len("prompt_"):]]  # prompt images/masks shaped like the inputs
     return None
@@ -311,6 +316,20 @@ def _image_sizes(ctx: Ctx) -> Any:
 
 
 RULES["image_sizes"] = _image_sizes
+
+
+def _high_res_pixel_values(ctx: Ctx) -> Any:
+    """The high-resolution copy of each image a hybrid tower takes beside the low-resolution one
+    (DeepSeek-VL hybrid: the processor resizes one image twice), at the size of the config's
+    `high_res_vision_config`."""
+    import torch
+
+    sub = getattr(ctx.config, "high_res_vision_config", None)
+    h, w = image_hw(sub) if sub is not None else image_hw(ctx.config)
+    return torch.randn(ctx.batch, _channels(sub if sub is not None else ctx.config), h, w, generator=ctx.gen)
+
+
+RULES["high_res_pixel_values"] = _high_res_pixel_values
 
 
 def _image_token_mask(ctx: Ctx) -> Any:

@@ -15,7 +15,7 @@ import inspect
 from typing import Any
 
 from .configs import first_attr
-from .images import _feature_rows, features_fn
+from .images import _feature_rows, config_settings, features_fn
 from .tensors import RULES, Ctx, _patch_grid, token_ids
 from .trial import runs
 
@@ -61,6 +61,10 @@ def _rows_per_clip(out: Any, clips: int) -> int | None:
     feats = out.get("pooler_output") if hasattr(out, "get") else out
     if isinstance(feats, (list, tuple)) and feats and all(torch.is_tensor(f) and f.dim() == 2 for f in feats):
         return sum(int(f.shape[0]) for f in feats) // clips
+    if isinstance(feats, (list, tuple)) and feats and all(torch.is_tensor(f) and f.dim() == 3 for f in feats):
+        # One (frames, rows, width) piece per clip (LLaVA-NeXT-Video on transformers 5.17): the
+        # forward flattens each clip's frames, so every frame's rows count.
+        return sum(int(f.shape[0]) * int(f.shape[1]) for f in feats) // clips
     return _feature_rows(out, clips)
 
 
@@ -86,9 +90,15 @@ def add_video_tokens(model: Any, ctx: Ctx) -> bool:
     saved = dict(ctx.out)
     grid = "video_grid_thw" in params
     clip = _clips(ctx, grid)
+    # Settings the config names (Video-LLaVA's `vision_feature_layer`), as the forward passes them.
+    settings = config_settings(fn, ctx, given=clip, optional=True)
+    call = {k: v for k, v in clip.items() if k in params}
+    if "pixel_values_videos" not in params and "pixel_values" in params:
+        # The function names its clip `pixel_values` (LLaVA-NeXT-Video on transformers 5.17).
+        call["pixel_values"] = clip["pixel_values_videos"]
     try:
         with torch.no_grad():
-            n = _rows_per_clip(fn(**{k: v for k, v in clip.items() if k in params}), ctx.batch)
+            n = _rows_per_clip(fn(**call, **settings), ctx.batch)
     except Exception:  # noqa: BLE001 - this clip does not fit the tower: no video
         n = None
     for runs_of in _placements(n, _TEMPORAL_STEPS if grid else 1) if n else []:

@@ -26,6 +26,9 @@ class Expected(Serializable):
     numerics_passed: bool | None = None
     flaky: bool = False
     note: str | None = None
+    # The item's wall seconds in the run the baseline was made from: never judged, only used to
+    # run the next sweep's longest items first (schedule.baseline_durations).
+    seconds: float | None = None
 
 
 @dataclass
@@ -75,7 +78,8 @@ def expected_from(r: RunResult) -> Expected:
     return Expected(verdict=r.verdict, graph_breaks=r.stats.graph_breaks if r.stats else None,
                     # inconclusive numerics claim nothing either way
                     numerics_passed=None if not r.numerics or r.numerics.status == "inconclusive"
-                    else r.numerics.status == "pass")
+                    else r.numerics.status == "pass",
+                    seconds=round(float(r.duration_s), 1) if r.duration_s else None)
 
 
 def baseline_from(results: list[RunResult], old: Baseline | None = None) -> Baseline:

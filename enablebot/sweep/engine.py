@@ -371,7 +371,25 @@ def _log_run(out_dir: Path, stats: SweepStats, opts: SweepOptions, jobs: int, t0
             "pass": opts.pass_, "device": opts.device, "jobs": jobs, "planned": stats.planned,
             "skipped_done": stats.skipped_done, "reused": stats.reused, "ran": stats.ran, "not_started": stats.not_started,
             "wall_s": stats.wall_s, **({"interrupted": True} if interrupted else {})}
+    if (startup := _process_age_s(t0)) is not None:
+        # the process's start-up and planning before this loop: with the loop's wall, what a
+        # user waits for (benchmarks/speed_split.py sets both against the phase's wall)
+        line["startup_s"] = startup
     jsonl.append(out_dir / RUNS_FILE, line)
+
+
+def _process_age_s(at: float) -> float | None:
+    """Seconds from this process's start to `at` (Linux /proc; None elsewhere)."""
+    import os
+
+    try:
+        with open("/proc/self/stat", encoding="ascii") as f:
+            ticks = int(f.read().rsplit(")", 1)[1].split()[19])
+        with open("/proc/stat", encoding="ascii") as f:
+            boot = next(int(ln.split()[1]) for ln in f if ln.startswith("btime "))
+    except (OSError, ValueError, IndexError, StopIteration):
+        return None
+    return round(at - (boot + ticks / os.sysconf("SC_CLK_TCK")), 2)
 
 
 def load_runs(out_dir: Path) -> list[dict]:

@@ -9,10 +9,16 @@ device's other pass with the same scenarios ranks well: on the H200 Inductor sha
 workers), the H200 Dynamo pass's durations give 193 s, an oracle 182 s, hash order 239 s.
 A model's items stay next to each other (ordered by its longest item), which keeps the pool's
 same-architecture affinity.
+
+Without --durations-from, a sweep ranks by the committed baseline of its device and pass
+(`baselines/<device>-<pass>-torch-<v>.json` keeps each item's seconds): on the H100 side-by-side
+run of issue 29 (200 items, 14 workers) that order replays at 52 s against the hash order's 60 s
+(an oracle 48 s; benchmarks/schedule_sim.py).
 """
 
 from __future__ import annotations
 
+import re
 import statistics
 from pathlib import Path
 from typing import Callable, Iterable, Mapping
@@ -42,6 +48,35 @@ def durations_for(paths: Iterable[Path], *, pass_name: str, device: str) -> tupl
     if same or not rows:
         return same, (pass_name if same else None)
     return {item_key(spec): secs for spec, secs in rows}, "+".join(sorted({spec.pass_name for spec, _ in rows}))
+
+
+def baseline_durations(baseline_dir: Path, *, pass_name: str, device: str,
+                       torch_version: str) -> tuple[dict[str, float], Path | None]:
+    """item key -> seconds from the baseline of this device and pass whose torch is closest to
+    `torch_version` (the same release, else the newest older, else the oldest newer), and its path;
+    ({}, None) when there is none or it keeps no seconds (baselines written before they did)."""
+    from .baseline import Baseline
+
+    def release(text: str) -> tuple[int, ...]:
+        return tuple(int(p) for p in re.findall(r"\d+", text.split("+")[0])[:3])
+
+    found = sorted(((release(p.name.rsplit("-torch-", 1)[1].removesuffix(".json")), p)
+                    for p in Path(baseline_dir).glob(f"{device}-{pass_name}-torch-*.json")), key=lambda t: t[0])
+    if not found:
+        return {}, None
+    want = release(torch_version)
+    older = [t for t in found if t[0] <= want]
+    path = (older[-1] if older else found[0])[1]
+    try:
+        base = Baseline.load(path)
+    except (OSError, ValueError):
+        return {}, None  # a broken baseline never stops a sweep; `check` reports it
+    times = {}
+    for key, e in base.entries.items():
+        parts = key.split("|")  # model|task|device|mode|dtype|scenario
+        if e.seconds and len(parts) == 6:
+            times[f"{parts[0]}|{parts[1]}|{parts[3]}|{parts[5]}"] = float(e.seconds)
+    return times, (path if times else None)
 
 
 def _timed_specs(path: Path) -> list[tuple[RunSpec, float]]:
