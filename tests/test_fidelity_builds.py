@@ -19,6 +19,19 @@ def registry() -> Registry:
     return Registry.load_cached(None)
 
 
+def _known(model_type: str) -> bool:
+    """Whether this transformers release has the model type (some are 5.25-only)."""
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
+
+    return model_type in CONFIG_MAPPING_NAMES
+
+
+def _newer(model_type: str, task: str = "head"):
+    """A (model_type, task) case skipped on a release that lacks the type."""
+    return pytest.param(model_type, task, marks=pytest.mark.skipif(
+        not _known(model_type), reason=f"{model_type} is not in this transformers release"))
+
+
 def _call(model_type: str, registry: Registry, task: str = "base"):
     res = resolve(model_type, registry)
     b = build_model(res, task=task)
@@ -102,6 +115,19 @@ def test_shrink_sets_the_merger_width_to_the_text_width():
     assert cfg.vision_config.out_hidden_size == cfg.text_config.hidden_size
 
 
+def test_shrink_sets_the_tower_text_width_to_the_text_width():
+    # Inkling-2 (5.25): vision_config.text_hidden_size 4608 by default, which the merger projects to;
+    # the composite config requires it to equal the text hidden size but does not set it.
+    from transformers import AutoConfig
+
+    from enablebot.model.shrink import shrink_config
+
+    if not _known("inkling2"):
+        pytest.skip("inkling2 is not in this transformers release")
+    cfg, _ = shrink_config(AutoConfig.for_model("inkling2"), "tiny")
+    assert cfg.vision_config.text_hidden_size == cfg.text_config.hidden_size
+
+
 @pytest.mark.parametrize("model_type", ["glm_ocr", "vipllava", "audioflamingo3"])
 def test_multimodal_call_runs_its_tower(model_type, registry):
     # audioflamingo3: a clip per sample, its placeholders counted by get_audio_features (audio.py)
@@ -180,6 +206,12 @@ def _towers_not_run(b, inputs):
     "qwen2_5_omni_thinker",  # feature_attention_mask named for its input; audio after image and video
     "fun_asr_nano",  # the registry shapes the stacked features; they still get their placeholders
     "vibevoice",  # a waveform with its padding_mask
+    # 5.25-only types:
+    "omniasr",  # the registry's mono (batch, 1, samples) waveform
+    "nemo_speechlm",  # frames-first features, mels two configs deep; the diarization head's width
+    "moss_transcribe_diarize",  # the inner get_audio_features requires padding_mask: read through to it
+    "dots3_note",  # features with per-chunk sample lengths; audio after the image and video runs
+    "muse_spark",  # a waveform a multiple of samples_per_token, its `<input>_mask`
 ])
 def test_an_audio_lm_call_runs_its_audio_tower(model_type, registry):
     from enablebot.model.audio import audio_token
@@ -189,7 +221,8 @@ def test_an_audio_lm_call_runs_its_audio_tower(model_type, registry):
     assert bool((inp["input_ids"] == audio_token(b.config)).any())
     assert _towers_not_run(b, inp) == []
     # Hostile twin: the same call without its audio leaves the audio tower unrun.
-    audio_keys = {"input_features", "input_values", "input_features_mask", "feature_attention_mask", "padding_mask"}
+    audio_keys = {"input_features", "input_values", "input_features_mask", "feature_attention_mask", "padding_mask",
+                  "input_values_mask", "chunk_sample_lengths"}
     text = {k: v for k, v in inp.items() if k not in audio_keys}
     text["input_ids"] = torch.where(text["input_ids"] == audio_token(b.config), 1, text["input_ids"])
     assert any("audio_tower" in name for name in _towers_not_run(b, text))
@@ -216,6 +249,24 @@ def test_padded_audio_keeps_one_placeholder_per_encoded_row(registry):
     bad = dict(inp, input_ids=x["input_ids"], attention_mask=torch.ones_like(x["input_ids"]))
     with pytest.raises(Exception), torch.no_grad():
         b.model(**bad)
+
+
+@pytest.mark.parametrize("model_type,mask", [
+    ("omniasr", "padding_mask"), ("nemo_speechlm", "input_features_mask"),
+    ("moss_transcribe_diarize", "input_features_mask"), ("muse_spark", "input_values_mask"),
+])
+def test_padded_audio_of_a_525_audio_lm_keeps_its_rows_placeholders(model_type, mask, registry):
+    # Transformers 5.25-only audio LMs: clips padded under the mask their feature extractor returns,
+    # each row keeping as many placeholders as its real audio encodes to, and every tower run.
+    from enablebot.model.audio import audio_token, rows_per_sample
+
+    b, _, plan = _call(model_type, registry, task="head")
+    inp = plan.steps[0].make_inputs()
+    real = inp[mask].sum(-1)
+    assert int(real[-1]) < int(real[0]) == inp[mask].shape[1]
+    counts = (inp["input_ids"] == audio_token(b.config)).sum(-1).tolist()
+    assert counts == rows_per_sample(b.model, b.config, inp) and counts[-1] < counts[0]
+    assert _towers_not_run(b, inp) == []
 
 
 @pytest.mark.parametrize("model_type", ["seamless_m4t", "seamless_m4t_v2"])
@@ -280,6 +331,14 @@ def test_a_vlm_call_runs_its_vision_tower_by_generic_rules(model_type, registry)
     ("lfm2_vl", "head"),  # NaFlex patches with their mask and grid
     ("kosmos-2.5", "head"),  # flattened patches and the image-embedding positions
     ("glm_image", "base"),  # image-to-image prompt: source grid, target grid
+    # 5.25-only types:
+    _newer("minicpm_ocr"), _newer("minicpmv4_7"),  # as minicpmv4_6: image_token_id, insert_layer_id, NaViT
+    _newer("granite_docling"),  # tiles with a per-tile pixel_attention_mask; 4x4-patch tiles
+    _newer("ultravbert"),  # as modernvbert: a pixel-shuffle factor that divides the patch grid
+    _newer("inkling2"), _newer("inkling2_loop"),  # channels-last token squares, grid in tokens
+    _newer("molmo2"),  # crops of patches with the pooling indices, grids and crop counts
+    _newer("ovis2_5"),  # the image run between image_start/image_end tokens (generic retry)
+    _newer("unlimited_ocr"),  # as deepseek_ocr2: the SAM neck's width is the encoder's
 ])
 def test_registry_data_runs_the_vision_tower(model_type, task, registry):
     b, _, plan = _call(model_type, registry, task=task)

@@ -17,7 +17,9 @@ whose count needs more (per-row frame arithmetic) keep their registry recipe.
   per-window timestamps from them) is counted by the audio tower's own output-length function
   (`_get_feat_extract_output_lengths` of the frame mask), the arithmetic its forward uses.
 - A bare delegating wrapper (`get_audio_features(*args, **kwargs)`: Voxtral's head) is read
-  through to the inner model's function, whose signature names the inputs.
+  through to the inner model's function, whose signature names the inputs; so is a wrapper that
+  leaves an argument the inner function requires to `**kwargs` (MOSS-Transcribe-Diarize's
+  `padding_mask`).
 
 `rows_per_sample` counts each row of a (padded) batch the same ways; `padding.pad_batch` uses it
 to give each row as many placeholders as its real audio encodes to.
@@ -55,12 +57,21 @@ def _named(fn: Any) -> list[inspect.Parameter]:
 
 
 def _audio_features_fn(model: Any) -> Any:
-    """`get_audio_features` on the model or its inner model, the first that names its arguments."""
+    """`get_audio_features` on the model or its inner model, the first that names its arguments;
+    the inner model's where it requires an argument the head's wrapper leaves to `**kwargs`
+    (MOSS-Transcribe-Diarize's `padding_mask`), as the head's forward passes it on."""
+    found = None
     for obj in (model, getattr(model, "model", None)):
         fn = getattr(obj, "get_audio_features", None)
-        if fn is not None and _named(fn):
-            return fn
-    return None
+        if fn is None or not _named(fn):
+            continue
+        if found is None:
+            found = fn
+            continue
+        named = {p.name for p in _named(found)}
+        if any(p.default is p.empty and p.name not in named for p in _named(fn)):
+            found = fn
+    return found
 
 
 def audio_input(fn: Any) -> str | None:
@@ -176,7 +187,7 @@ def add_audio_tokens(model: Any, ctx: Ctx) -> bool:
             continue
         rule = rule_for(name)
         target = mask_target(name, kwargs)
-        if rule is None and target is not None:  # a mask over its input's frames: all real
+        if rule is None and target is not None and target in kwargs:  # a mask over its input's frames: all real
             x = kwargs[target]
             dtype = torch.bool if name == "padding_mask" else torch.long
             kwargs[name] = ctx.out[name] = torch.ones(x.shape[0], _frames(x, ctx.config), dtype=dtype)

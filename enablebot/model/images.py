@@ -13,7 +13,7 @@ import inspect
 from typing import Any
 
 from .configs import first_attr
-from .tensors import RULES, VISION_SUBS, Ctx, image_hw, image_token, rule_for, token_ids
+from .tensors import IMAGE_TOKEN_SUBS, RULES, VISION_SUBS, Ctx, image_hw, image_token, rule_for, token_ids
 from .trial import run_completing, runs
 
 def features_fn(model: Any, name: str) -> Any:
@@ -193,19 +193,37 @@ def add_image_tokens(model: Any, ctx: Ctx, extended: bool = False) -> bool:
         if not n:
             continue
         seq = max(ids.shape[1], n + 8)
-        new_ids = token_ids(ctx, seq)
-        new_ids[:, 1:1 + n] = int(token)
-        ctx.out["input_ids"] = new_ids
-        if "mm_token_type_ids" in inspect.signature(model.forward).parameters:
-            # what the processor returns beside input_ids: 1 at image tokens (M-RoPE needs it)
-            ctx.out["mm_token_type_ids"] = (new_ids == int(token)).long()
-        if "attention_mask" in ctx.out:
-            ctx.out["attention_mask"] = torch.ones(new_ids.shape, dtype=torch.long)
-        if (run_completing(model, ctx) if extended else runs(model, ctx.out)):  # else the count was wrong
-            return True
+        base_ids = token_ids(ctx, seq)
+        # The run as is; then, where that does not run, between the image start and end tokens the
+        # config names, as a processor that wraps each image so writes it (Ovis2.5's
+        # `image_start_token + image_token * n + image_end_token`, whose forward counts them).
+        for bounds in (None, _image_bounds(ctx.config)):
+            if bounds is False:
+                continue
+            new_ids = base_ids.clone()
+            new_ids[:, 1:1 + n] = int(token)
+            if bounds is not None:
+                new_ids[:, 0], new_ids[:, 1 + n] = bounds
+            ctx.out["input_ids"] = new_ids
+            if "mm_token_type_ids" in inspect.signature(model.forward).parameters:
+                # what the processor returns beside input_ids: 1 at image tokens (M-RoPE needs it)
+                ctx.out["mm_token_type_ids"] = (new_ids == int(token)).long()
+            if "attention_mask" in ctx.out:
+                ctx.out["attention_mask"] = torch.ones(new_ids.shape, dtype=torch.long)
+            if (run_completing(model, ctx) if extended else runs(model, ctx.out)):  # else the count was wrong
+                return True
     ctx.out.clear()
     ctx.out.update(saved)
     return False
+
+
+_IMAGE_BOUNDS = ("image_start_token_id", "image_end_token_id")
+
+
+def _image_bounds(config: Any) -> tuple[int, int] | bool:
+    """The (start, end) token ids the config names around an image's placeholders; False if none."""
+    ids = [first_attr(config, (k,), IMAGE_TOKEN_SUBS) for k in _IMAGE_BOUNDS]
+    return (int(ids[0]), int(ids[1])) if all(isinstance(i, int) for i in ids) else False
 
 
 def _image_layouts(model: Any, ctx: Ctx, given: bool, extended: bool = False) -> list[dict[str, Any]]:

@@ -285,7 +285,9 @@ def _follow_sub_widths(lv: _Level, subs: list[tuple[str, dict, dict]], p: SizePr
 
 # The width a tower hands the text model (a Qwen2-VL-lineage merger's output): it must be the
 # text model's hidden size for the tower's features to replace placeholder embeddings.
-_TOWER_OUT_KEYS = ("out_hidden_size",)
+# `text_hidden_size` names it so in Inkling-2's vision config, whose composite config requires
+# the two equal (transformers 5.25 configuration_inkling2.py:193) but does not set it itself.
+_TOWER_OUT_KEYS = ("out_hidden_size", "text_hidden_size")
 
 
 def _follow_text_width(lv: _Level, subs: list[tuple[str, dict, dict]], p: SizeProfile) -> None:
