@@ -228,6 +228,21 @@ def test_an_audio_lm_call_runs_its_audio_tower(model_type, registry):
     assert any("audio_tower" in name for name in _towers_not_run(b, text))
 
 
+@pytest.mark.parametrize("model_type,task", [("granite_speech", "head"), _newer("granite_speech_plus")])
+def test_granite_speech_call_runs_its_speech_encoder(model_type, task, registry):
+    """Registry data (the projector's encoder width, frames-first features) gives Granite Speech its
+    audio call. Its speech encoder is named `encoder`: it counts as the audio tower because
+    `get_audio_features` calls it (`towers.features_calls`); before the data, the call was text only
+    and that tower did not run."""
+    b, x, plan = _call(model_type, registry, task=task)
+    inp = plan.steps[0].make_inputs()
+    assert bool((inp["input_ids"] == b.config.audio_token_id).any())
+    assert _towers_not_run(b, inp) == []
+    text = {k: v for k, v in inp.items() if k != "input_features"}
+    text["input_ids"] = torch.where(text["input_ids"] == b.config.audio_token_id, 1, text["input_ids"])
+    assert _towers_not_run(b, text) == ["model.encoder"]
+
+
 def test_padded_audio_keeps_one_placeholder_per_encoded_row(registry):
     # Qwen2-Audio: clips of different lengths padded as the feature extractor pads them, with the
     # processor's feature_attention_mask, and in each row as many <|AUDIO|> placeholders as its

@@ -109,6 +109,39 @@ def test_seq2seq_decode_with_the_cache_on(model_type, registry):
     assert scenarios.output_cache(out) is not None
 
 
+def test_a_decoder_that_prepares_its_own_start_ids_decodes_as_generate_does(registry):
+    """MusicGen starts one decoder row per codebook, (batch x codebooks, 1), in its own
+    `_prepare_decoder_input_ids_for_generation`; the generic (batch, 1) start fails its prefill."""
+    b, x, _ = built("musicgen", registry)
+    p = scenarios.plan("decode", b.model, b.config, x, b.modality, "eval")
+    prefill, decode = (s.make_inputs() for s in p.steps)
+    batch, books = x["input_ids"].shape[0], b.model.decoder.num_codebooks
+    assert prefill["decoder_input_ids"].shape == (batch * books, 1)
+    assert decode["decoder_input_ids"].shape == (batch * books, 1) and "encoder_outputs" in decode
+    lens = [scenarios.cache_length(scenarios.output_cache(o)) for _, o in run_steps(b.model, p)]
+    assert lens == [1, 2]
+    generic = dict(prefill, decoder_input_ids=scenarios._start_ids(b.config, batch))
+    with pytest.raises(RuntimeError), torch.no_grad():
+        b.model(**generic)
+    # A model that keeps GenerationMixin's preparation is left to the generic start.
+    t5, _, _ = built("t5", registry)
+    assert scenarios._own_decoder_start(t5.model, t5.config, 2, None) is None
+
+
+def test_decode_drops_the_image_position_mask_after_the_prefill(registry):
+    """Kosmos-2.5's generate() sets `image_embeds_position_mask` to None once the cache holds the
+    prompt; kept in the one-token step, it no longer fits the step's embeddings."""
+    b, x, _ = built("kosmos-2.5", registry)
+    p = scenarios.plan("decode", b.model, b.config, x, b.modality, "eval")
+    prefill, decode = (s.make_inputs() for s in p.steps)
+    assert "image_embeds_position_mask" in prefill and "image_embeds_position_mask" not in decode
+    lens = [scenarios.cache_length(scenarios.output_cache(o)) for _, o in run_steps(b.model, p)]
+    assert lens[1] == lens[0] + 1
+    kept = dict(decode, image_embeds_position_mask=prefill["image_embeds_position_mask"])
+    with pytest.raises((IndexError, RuntimeError)), torch.no_grad():
+        b.model(**kept)
+
+
 def test_text_call_gets_a_padded_batch(registry):
     b, x, _ = built("bert", registry, task="base")
     assert bool((x["attention_mask"] == 1).all())  # the builder's inputs: no padding

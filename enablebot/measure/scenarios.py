@@ -31,6 +31,7 @@ import contextlib
 import copy
 import inspect
 import logging
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
@@ -50,6 +51,10 @@ _PREFILL_ONLY = (
     "pixel_values_images", "pixel_values_local", "patches_grid", "image_token_pooling", "image_grids",
     "video_token_pooling", "video_grids",
 )
+# Inputs that a model's own prepare_inputs_for_generation sets to None once the cache holds the
+# prompt, beyond transformers' list above: Kosmos-2 and Kosmos-2.5's image-position mask (its
+# positions were filled at the prefill; kept, it no longer fits the one-token step).
+_ALSO_PREFILL_ONLY = ("image_embeds_position_mask",)
 _CACHE_KEYS = ("cache", "past_key_values")  # forward argument / output field, newest first
 
 
@@ -220,6 +225,40 @@ def _start_ids(config: Any, batch: int, device: Any = None) -> Any:
     return torch.full((batch, 1), start or 0, dtype=torch.long, device=device)
 
 
+def _own_decoder_start(model: Any, config: Any, batch: int, device: Any) -> tuple[Any, dict] | None:
+    """The decoder's first ids (and any `decoder_*` inputs beside them) as generate() makes them,
+    for a model whose class prepares its own (`_prepare_decoder_input_ids_for_generation`
+    overridden): MusicGen starts one row per codebook, (batch x codebooks, 1); Dia one id per
+    channel, (batch, 1, channels), with its decoder mask. None for every other model (the
+    generic start below is what generate() makes for them) or when the call fails."""
+    import torch
+    from transformers.generation.utils import GenerationMixin
+
+    own = getattr(type(model), "_prepare_decoder_input_ids_for_generation", None)
+    if own is None or own is getattr(GenerationMixin, "_prepare_decoder_input_ids_for_generation", None):
+        return None
+    start = int(_start_ids(config, 1)[0, 0])
+    gen = getattr(model, "generation_config", None)
+    for k in ("decoder_start_token_id", "bos_token_id"):
+        v = getattr(gen, k, None)
+        if isinstance(v, int) and not isinstance(v, bool) and v >= 0:
+            start = v
+            break
+    kwargs = {"batch_size": batch, "model_input_name": getattr(model, "main_input_name", "input_ids"),
+              "model_kwargs": {}, "decoder_start_token_id": torch.tensor(start, device=device),
+              "bos_token_id": torch.tensor(start, device=device), "device": device}
+    accepted = inspect.signature(own).parameters
+    try:
+        ids, extra = own(model, **{k: v for k, v in kwargs.items() if k in accepted})
+    except Exception:  # noqa: BLE001 - a private helper of another release: fall back to the generic start
+        return None
+    if not torch.is_tensor(ids):
+        return None
+    params = forward_params(model)
+    return ids.long(), {k: v for k, v in (extra or {}).items()
+                        if k.startswith("decoder_") and k in params and torch.is_tensor(v)}
+
+
 def plan_decode(model: Any, config: Any, inputs: dict) -> ScenarioPlan:
     import torch
 
@@ -239,6 +278,10 @@ def plan_decode(model: Any, config: Any, inputs: dict) -> ScenarioPlan:
         first = next(v for v in prefill.values() if torch.is_tensor(v))
         prefill["decoder_input_ids"] = _start_ids(config, first.shape[0], first.device)
         prefill.pop("decoder_attention_mask", None)
+        own = _own_decoder_start(model, config, first.shape[0], first.device)
+        if own is not None:
+            prefill["decoder_input_ids"], extra = own
+            prefill.update(extra)
         notes.append("the prefill runs the encoder inside the compiled forward; generate() calls the encoder "
                      "separately and passes encoder_outputs")
     else:
@@ -260,8 +303,14 @@ def plan_decode(model: Any, config: Any, inputs: dict) -> ScenarioPlan:
     logits = _logits(out)
     if not torch.is_tensor(logits):
         return ScenarioPlan("decode", skip_reason=f"{type(model).__name__} returns no logits to pick a next token")
-    nxt = logits[:, -1:].argmax(-1) if logits.dim() == 3 else logits.argmax(-1, keepdim=True)
-    nxt = nxt.reshape(nxt.shape[0], 1).long()
+    nxt = logits[:, -1].argmax(-1) if logits.dim() >= 3 else logits.argmax(-1)
+    # One new position, in the layout of the ids it follows: (rows, 1), or (batch, 1, channels)
+    # where a decoder takes one id per audio channel (Dia).
+    ids_before = prefill.get("decoder_input_ids" if enc_dec else "input_ids")
+    tail = tuple(ids_before.shape[2:]) if torch.is_tensor(ids_before) and ids_before.dim() > 2 else ()
+    rows = nxt.shape[0]
+    fits = bool(tail) and nxt.numel() == rows * math.prod(tail)
+    nxt = (nxt.reshape(rows, 1, *tail) if fits else nxt.reshape(rows, 1)).long()
     step = _decode_inputs(model, config, prefill, out, cache, nxt, key, enc_dec)
     return ScenarioPlan("decode", steps=[Step("prefill", fresh(prefill)), Step("decode", fresh(step))],
                         padding=info, notes=notes)
@@ -286,7 +335,7 @@ def _decode_inputs(model: Any, config: Any, prefill: dict, out: Any, cache: Any,
     import torch
 
     params = forward_params(model)
-    drop = set(_prefill_only()) | {"input_ids", "decoder_input_ids", "position_ids", "cache_position", "cache",
+    drop = set(_prefill_only()) | set(_ALSO_PREFILL_ONLY) | {"input_ids", "decoder_input_ids", "position_ids", "cache_position", "cache",
                                    "past_key_values", "decoder_position_ids", "labels"}
     drop |= _audio_prefill_only(model, prefill)
     step = {k: v for k, v in prefill.items() if k not in drop}
@@ -295,6 +344,9 @@ def _decode_inputs(model: Any, config: Any, prefill: dict, out: Any, cache: Any,
         step["encoder_outputs"] = _encoder_outputs(model, prefill, out)
         step["decoder_input_ids"] = nxt
         step.pop("input_ids", None)
+        dmask = prefill.get("decoder_attention_mask")
+        if torch.is_tensor(dmask) and dmask.dim() == 2:  # grown by one column, as generate() does
+            step["decoder_attention_mask"] = torch.cat([dmask, dmask.new_ones(dmask.shape[0], 1)], dim=-1)
         if _explicit(model, "cache_position"):
             dec = prefill["decoder_input_ids"]
             step["cache_position"] = torch.tensor([dec.shape[1]], device=dec.device)

@@ -81,6 +81,37 @@ def tower_kind(name: str) -> str | None:
     return None
 
 
+# The model's own functions that encode one modality: the submodules they call are that
+# modality's towers whatever their names (Granite Speech's speech encoder is `encoder`).
+FEATURES_FUNCTIONS: dict[str, str] = {"get_image_features": "vision", "get_video_features": "video",
+                                      "get_audio_features": "audio"}
+
+
+def features_calls(model: Any) -> dict[str, str]:
+    """Child-module name -> kind, for the submodules a features function of the model (or of its
+    base model) calls directly (`self.<name>(...)` in its source), projectors and the like left out."""
+    import inspect
+    import re
+
+    out: dict[str, str] = {}
+    for obj in (model, *(getattr(model, a, None) for a in BASE_ATTRS)):
+        if obj is None:
+            continue
+        children = {n for n, _ in obj.named_children()} if hasattr(obj, "named_children") else set()
+        for fn_name, kind in FEATURES_FUNCTIONS.items():
+            fn = getattr(type(obj), fn_name, None)
+            if fn is None:
+                continue
+            try:
+                src = inspect.getsource(fn)
+            except (OSError, TypeError):
+                continue
+            for name in re.findall(r"self\.(\w+)\s*\(", src):
+                if name in children and not any(frag in name.lower() for frag in NOT_A_TOWER):
+                    out.setdefault(name, kind)
+    return out
+
+
 def expected_kinds(config: Any) -> list[str]:
     return [kind for kind, subs in TOWER_SUBCONFIGS.items() if any(getattr(config, s, None) is not None for s in subs)]
 
@@ -102,10 +133,11 @@ def count_towers(model: Any, config: Any = None) -> Iterator[TowerReport]:
             report.active[name] = True
         return hook
 
+    called = features_calls(model)
     for name, mod in tops.items():
         report.calls[name] = 0
         report.active[name] = False
-        kind = tower_kind(name)
+        kind = tower_kind(name) or called.get(name.rsplit(".", 1)[-1])
         if kind:
             report.towers[name] = kind
         handles.append(mod.register_forward_hook(own(name)))
