@@ -335,8 +335,9 @@ def _decode_inputs(model: Any, config: Any, prefill: dict, out: Any, cache: Any,
     import torch
 
     params = forward_params(model)
-    drop = set(_prefill_only()) | set(_ALSO_PREFILL_ONLY) | {"input_ids", "decoder_input_ids", "position_ids", "cache_position", "cache",
-                                   "past_key_values", "decoder_position_ids", "labels"}
+    drop = set(_prefill_only()) | set(_ALSO_PREFILL_ONLY) | {
+        "input_ids", "decoder_input_ids", "position_ids", "cache_position", "cache", "past_key_values",
+        "decoder_position_ids", "labels"}
     drop |= _audio_prefill_only(model, prefill)
     step = {k: v for k, v in prefill.items() if k not in drop}
     step[key] = cache

@@ -12,6 +12,8 @@ Count on an eager run: forward hooks inside a compiled region are traced, not co
 from __future__ import annotations
 
 import contextlib
+import inspect
+import re
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
@@ -90,9 +92,6 @@ FEATURES_FUNCTIONS: dict[str, str] = {"get_image_features": "vision", "get_video
 def features_calls(model: Any) -> dict[str, str]:
     """Child-module name -> kind, for the submodules a features function of the model (or of its
     base model) calls directly (`self.<name>(...)` in its source), projectors and the like left out."""
-    import inspect
-    import re
-
     out: dict[str, str] = {}
     for obj in (model, *(getattr(model, a, None) for a in BASE_ATTRS)):
         if obj is None:

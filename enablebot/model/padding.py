@@ -183,11 +183,7 @@ def pad_audio(model: Any, config: Any, inputs: dict[str, Any]) -> tuple[dict[str
     b, t = x.shape[0], x.shape[axis]
     lengths = _lengths(b, t, t - 2)
     out = dict(inputs)
-    mask = torch.zeros(b, t, dtype=torch.long, device=x.device)
-    padded = x.clone()
-    for i, n in enumerate(lengths):
-        mask[i, :n] = 1
-        padded.narrow(0, i, 1).narrow(axis, n, t - n).zero_()  # feature extractors pad with 0.0
+    padded, mask = _right_padded(x, axis, lengths, torch.zeros(b, t, dtype=torch.long, device=x.device))
     old = inputs.get(key)
     if torch.is_tensor(old):
         mask = mask.to(old.dtype)
@@ -202,6 +198,17 @@ def pad_audio(model: Any, config: Any, inputs: dict[str, Any]) -> tuple[dict[str
                             reason="audio padded without a mask: the forward rejects one over frames, and the "
                                    "feature extractor returns none by default")
     return out, Padding(key=key, side="right", lengths=lengths)
+
+
+def _right_padded(x: Any, axis: int, lengths: list[int], mask: Any) -> tuple[Any, Any]:
+    """A copy of audio `x` whose frames along `axis` past each row's real length are zero (feature
+    extractors pad with 0.0), and `mask` (zeros, one row per sample) set to 1 over the real frames."""
+    padded = x.clone()
+    t = x.shape[axis]
+    for i, n in enumerate(lengths):
+        mask[i, :n] = 1
+        padded.narrow(0, i, 1).narrow(axis, n, t - n).zero_()
+    return padded, mask
 
 
 def _runs(model: Any, inputs: dict[str, Any]) -> bool:
@@ -309,11 +316,7 @@ def pad_counted_audio(model: Any, config: Any, inputs: dict[str, Any]) -> tuple[
     lengths = _lengths(b, t, t - 2)
     if len(set(lengths)) == 1:
         return inputs, Padding(reason=f"{keep} (no room)")
-    padded = x.clone()
-    mask = torch.zeros_like(old_mask)
-    for i, n in enumerate(lengths):
-        mask[i, :n] = 1
-        padded.narrow(0, i, 1).narrow(axis, n, t - n).zero_()  # feature extractors pad with 0.0
+    padded, mask = _right_padded(x, axis, lengths, torch.zeros_like(old_mask))
     out = dict(inputs)
     out[main], out[key] = padded, mask
     counts = rows_per_sample(model, config, out)

@@ -18,7 +18,6 @@ run of issue 29 (200 items, 14 workers) that order replays at 52 s against the h
 
 from __future__ import annotations
 
-import re
 import statistics
 from pathlib import Path
 from typing import Callable, Iterable, Mapping
@@ -55,16 +54,14 @@ def baseline_durations(baseline_dir: Path, *, pass_name: str, device: str,
     """item key -> seconds from the baseline of this device and pass whose torch is closest to
     `torch_version` (the same release, else the newest older, else the oldest newer), and its path;
     ({}, None) when there is none or it keeps no seconds (baselines written before they did)."""
+    from ..versions import release_key
     from .baseline import Baseline
 
-    def release(text: str) -> tuple[int, ...]:
-        return tuple(int(p) for p in re.findall(r"\d+", text.split("+")[0])[:3])
-
-    found = sorted(((release(p.name.rsplit("-torch-", 1)[1].removesuffix(".json")), p)
+    found = sorted(((release_key(p.name.rsplit("-torch-", 1)[1].removesuffix(".json")), p)
                     for p in Path(baseline_dir).glob(f"{device}-{pass_name}-torch-*.json")), key=lambda t: t[0])
     if not found:
         return {}, None
-    want = release(torch_version)
+    want = release_key(torch_version)
     older = [t for t in found if t[0] <= want]
     path = (older[-1] if older else found[0])[1]
     try:
