@@ -25,6 +25,8 @@
 #             diagnostic variants, in one run of MAX_MINUTES; OUT gets split.md, split.json, an archive.
 #   dynamo:   the Dynamo pass with the default scenarios (call; decode for generative heads) over
 #             everything, into OUT/cuda-dynamo-default; RESUME=DIR continues an earlier time-boxed run.
+#   inductor-ab: issue 29: one shard of the cold Inductor pass twice, side by side: the measured
+#             setup (12 workers x 2 compile threads) against JOBS_B workers compiling in-process.
 #   fidelity: issue 28: benchmarks/fidelity/run_all.py (evidence per disagreement family), then the
 #             default Dynamo pass (12 workers), time-boxed (LIMIT, default 540 s) and resumed from
 #             STATE (warm machine) or RESUME=DIR (an earlier call's OUT, carried: DIR/cuda-dynamo-default
@@ -127,5 +129,21 @@ case $part in
     done
     $py benchmarks/fidelity/run_all.py "$st/evidence" --table
     for f in rows.jsonl fidelity.md done.txt; do [ -f "$st/evidence/$f" ] && cp "$st/evidence/$f" "$out/fidelity/"; done ;;
+  inductor-ab)
+    # Issue 29: what the cold Inductor pass's compile settings cost, side by side on one shard
+    # (SHARD, default 6/6), each run with its own empty Inductor and Triton caches: A is the
+    # measured setup (12 workers, 2 compile threads each); B is JOBS_B workers (15) compiling
+    # in-process (TORCHINDUCTOR_COMPILE_THREADS=1: no compile subprocess pool per worker).
+    # benchmarks/sweep_speed.py --results DIR prints each run's wall and worker time.
+    for run in "A 12 2" "B ${JOBS_B:-15} 1"; do
+      set -- $run
+      d="$out/inductor-ab-$1"; c=$(mktemp -d)
+      TORCHINDUCTOR_CACHE_DIR=$c/inductor TRITON_CACHE_DIR=$c/triton TORCHINDUCTOR_COMPILE_THREADS=$3 \
+        timeout "${LIMIT_EACH:-280}" $py -m enablebot.cli sweep --pass inductor --device cuda --mode eval --task main \
+        --jobs "$2" --repeats 10 --timeout 120 --no-report --shard "${SHARD:-6/6}" \
+        --durations-from results/gpu/cuda-dynamo-default --out "$d"
+      echo "run $1: jobs $2, compile threads $3, rc $?"; tail -n1 "$d/sweep_runs.jsonl"
+      rm -rf "$d/logs" "$c"
+    done ;;
   *) echo "unknown part $part" >&2; exit 2 ;;
 esac

@@ -32,6 +32,12 @@ def _newer(model_type: str, task: str = "head"):
         not _known(model_type), reason=f"{model_type} is not in this transformers release"))
 
 
+def _newer1(model_type: str):
+    """A model_type case skipped on a release that lacks the type."""
+    return pytest.param(model_type, marks=pytest.mark.skipif(
+        not _known(model_type), reason=f"{model_type} is not in this transformers release"))
+
+
 def _call(model_type: str, registry: Registry, task: str = "base"):
     res = resolve(model_type, registry)
     b = build_model(res, task=task)
@@ -66,14 +72,29 @@ def test_audio_mask_that_the_forward_rejects_is_left_out(registry):
         b.model(**inp)
 
 
+def test_an_encoder_that_rejects_a_frame_mask_runs_on_the_padded_audio(registry):
+    # Voxtral Realtime's encoder: on 5.17 its `attention_mask` is over the downsampled frames (its
+    # own head never passes one) and its extractor returns none unless asked: the padded audio
+    # goes alone. On 5.25 the encoder takes the frame mask. Either way the padded call runs.
+    b, _, plan = _call("voxtral_realtime_encoder", registry)
+    inp = plan.steps[0].make_inputs()
+    assert plan.padding.lengths[-1] < plan.padding.lengths[0]
+    with torch.no_grad():
+        b.model(**inp)
+
+
 def test_audio_mask_stays_where_the_forward_takes_one(registry):
     b, _, plan = _call("wav2vec2", registry)
     assert plan.padding.key == "attention_mask"
 
 
 # Registry data (no rule in code): hybrid models keep an attention layer as released
-# checkpoints have (the default cache needs one), BLT's top-level layer count, CSM's text ids.
-@pytest.mark.parametrize("model_type", ["bamba", "granitemoehybrid", "recurrent_gemma", "blt", "csm"])
+# checkpoints have (the default cache needs one), BLT's top-level layer count, CSM's text ids;
+# Qwen3-Omni's talker codebook and code2wav width (over the parameter budget without them).
+# Dory's layer counts in its (attention, mlp) pair layout (5.24+).
+@pytest.mark.parametrize("model_type", ["bamba", "granitemoehybrid", "recurrent_gemma", "blt", "csm", "qwen3_omni_moe",
+                                        pytest.param("dory", marks=pytest.mark.skipif(
+                                            not _known("dory"), reason="dory is not in this transformers release"))])
 def test_registry_data_makes_the_call_run(model_type, registry):
     b, _, plan = _call(model_type, registry, task="head")
     with torch.no_grad():
@@ -207,11 +228,11 @@ def _towers_not_run(b, inputs):
     "fun_asr_nano",  # the registry shapes the stacked features; they still get their placeholders
     "vibevoice",  # a waveform with its padding_mask
     # 5.25-only types:
-    "omniasr",  # the registry's mono (batch, 1, samples) waveform
-    "nemo_speechlm",  # frames-first features, mels two configs deep; the diarization head's width
-    "moss_transcribe_diarize",  # the inner get_audio_features requires padding_mask: read through to it
-    "dots3_note",  # features with per-chunk sample lengths; audio after the image and video runs
-    "muse_spark",  # a waveform a multiple of samples_per_token, its `<input>_mask`
+    _newer1("omniasr"),  # the registry's mono (batch, 1, samples) waveform
+    _newer1("nemo_speechlm"),  # frames-first features, mels two configs deep; the diarization head's width
+    _newer1("moss_transcribe_diarize"),  # the inner get_audio_features requires padding_mask: read through to it
+    _newer1("dots3_note"),  # features with per-chunk sample lengths; audio after the image and video runs
+    _newer1("muse_spark"),  # a waveform a multiple of samples_per_token, its `<input>_mask`
 ])
 def test_an_audio_lm_call_runs_its_audio_tower(model_type, registry):
     from enablebot.model.audio import audio_token
@@ -267,8 +288,8 @@ def test_padded_audio_keeps_one_placeholder_per_encoded_row(registry):
 
 
 @pytest.mark.parametrize("model_type,mask", [
-    ("omniasr", "padding_mask"), ("nemo_speechlm", "input_features_mask"),
-    ("moss_transcribe_diarize", "input_features_mask"), ("muse_spark", "input_values_mask"),
+    _newer("omniasr", "padding_mask"), _newer("nemo_speechlm", "input_features_mask"),
+    _newer("moss_transcribe_diarize", "input_features_mask"), _newer("muse_spark", "input_values_mask"),
 ])
 def test_padded_audio_of_a_525_audio_lm_keeps_its_rows_placeholders(model_type, mask, registry):
     # Transformers 5.25-only audio LMs: clips padded under the mask their feature extractor returns,
@@ -318,6 +339,7 @@ _IMAGE_KEYS = {"pixel_values", "pixel_values_images", "pixel_values_videos", "im
     "kimi_k25",  # the same, with a [2, 2] merge kernel
     "minicpmv4_6",  # the head's get_image_features(*args, **kwargs): the inner model's is read
     "granite4_vision",  # features per LLM layer (deepstack_features), counted by the first
+    "neomme",  # flattened patches (patches, C * patch * patch) with no grid argument
 ])
 def test_a_vlm_call_runs_its_vision_tower_by_generic_rules(model_type, registry):
     from enablebot.model.tensors import image_token

@@ -142,6 +142,49 @@ def test_decode_drops_the_image_position_mask_after_the_prefill(registry):
         b.model(**kept)
 
 
+@pytest.mark.parametrize("model_type", [
+    "idefics",  # generate() feeds the prefill's image states back as perceiver_embeddings
+    "cpmant",  # its prepare_inputs_for_generation passes the whole ids every step
+    "dia",  # classifier-free guidance: generate() doubles the batch
+])
+def test_a_head_that_generates_its_own_way_decodes_with_the_calls_generate_makes(model_type, registry):
+    """Where the step built the common way does not run, the decode scenario's two calls are the
+    forward calls the model's own generate() makes (recorded by a pre-hook): they run, the cache
+    grows by one, and the plan says where they came from."""
+    from enablebot.measure.generate_capture import generate_calls
+
+    b, x, _ = built(model_type, registry)
+    p = scenarios.plan("decode", b.model, b.config, x, b.modality, "eval")
+    assert [s.name for s in p.steps] == ["prefill", "decode"]
+    assert any("generate()" in n and "common-way" in n for n in p.notes)
+    outs = run_steps(b.model, p)
+    lens = [scenarios.cache_length(scenarios.output_cache(o)) for _, o in outs]
+    assert None in lens or lens[1] == lens[0] + 1
+    # The recorded calls are generate()'s own: replaying them gives the same decode logits.
+    prompt, _ = scenarios.pad_batch(b.model, b.config, x)
+    again = generate_calls(b.model, prompt)
+    with torch.no_grad():
+        ref = b.model(**again[1])
+    assert torch.equal(scenarios._logits(ref), scenarios._logits(outs[1][1]))
+
+
+def test_a_head_whose_generate_does_not_call_its_forward_keeps_its_failure(registry):
+    """Kosmos-2's generate() runs its text model's generate(), never the head's forward: nothing is
+    recorded, and the scenario's own failure stands (no made-up step). A head that decodes the
+    common way never reaches generate()."""
+    from enablebot.measure.generate_capture import generate_calls
+
+    b, x, _ = built("kosmos-2", registry)
+    prompt, _ = scenarios.pad_batch(b.model, b.config, x)
+    assert generate_calls(b.model, prompt) is None
+    with pytest.raises(Exception):
+        p = scenarios.plan("decode", b.model, b.config, x, b.modality, "eval")
+        run_steps(b.model, p)
+    llama, lx, _ = built("llama", registry)
+    p = scenarios.plan("decode", llama.model, llama.config, lx, llama.modality, "eval")
+    assert not any("generate()" in n for n in p.notes)
+
+
 def test_text_call_gets_a_padded_batch(registry):
     b, x, _ = built("bert", registry, task="base")
     assert bool((x["attention_mask"] == 1).all())  # the builder's inputs: no padding

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
 from ..model.padding import Padding, forward_params, pad_batch
+from ..model.trial import trial_forward
 
 SCENARIOS = ("call", "decode", "dynamic", "call_unpadded", "call_nocache", "naive")
 TRAIN_SCENARIOS = ("call", "naive")  # the only ones with a train step (forward + backward)
@@ -296,6 +297,9 @@ def plan_decode(model: Any, config: Any, inputs: dict) -> ScenarioPlan:
         with torch.no_grad():
             out = model(**copy.deepcopy(prefill))
     except Exception as e:  # noqa: BLE001 - the scenario's eager failure is its verdict
+        own = _generate_plan(model, padded, info)
+        if own is not None:
+            return own
         raise ScenarioError("decode", "prefill", e) from e
     cache = output_cache(out)
     if cache is None:
@@ -312,8 +316,27 @@ def plan_decode(model: Any, config: Any, inputs: dict) -> ScenarioPlan:
     fits = bool(tail) and nxt.numel() == rows * math.prod(tail)
     nxt = (nxt.reshape(rows, 1, *tail) if fits else nxt.reshape(rows, 1)).long()
     step = _decode_inputs(model, config, prefill, out, cache, nxt, key, enc_dec)
+    if trial_forward(model, copy.deepcopy(step)) is not None:
+        # The step built the common way does not run: this head generates its own way.
+        own = _generate_plan(model, padded, info)
+        if own is not None:
+            return own
     return ScenarioPlan("decode", steps=[Step("prefill", fresh(prefill)), Step("decode", fresh(step))],
                         padding=info, notes=notes)
+
+
+def _generate_plan(model: Any, prompt: dict, info: Padding) -> ScenarioPlan | None:
+    """The prefill and first decode step as the model's own generate() calls its forward, where
+    the steps built the common way do not run (generate_capture). None when generate() fails too,
+    or runs the forward fewer times (the scenario's own failure stands)."""
+    from .generate_capture import generate_calls
+
+    calls = generate_calls(model, prompt)
+    if calls is None or trial_forward(model, copy.deepcopy(calls[1])) is not None:
+        return None
+    return ScenarioPlan("decode", steps=[Step("prefill", fresh(calls[0])), Step("decode", fresh(calls[1]))],
+                        padding=info, notes=["the prefill and the decode step are the forward calls the model's own "
+                                             "generate() makes (the common-way step did not run)"])
 
 
 def _audio_prefill_only(model: Any, prefill: dict) -> set[str]:

@@ -253,6 +253,11 @@ def _image_layouts(model: Any, ctx: Ctx, given: bool, extended: bool = False) ->
     out.append({"pixel_values": plain})
     if plain.dim() == 4:
         out.append({"pixel_values": plain.unsqueeze(1)})
+    if "image_grid_thw" not in params and isinstance(first_attr(ctx.config, ("patch_size",), VISION_SUBS, 14), int):
+        # Flattened patches with no grid argument, (patches, C * patch * patch), where the image
+        # layouts above do not run (NeoMME's processor returns every image's patches so); only
+        # for one patch size (Florence-2's per-stage list has no one patch width).
+        out.append({"pixel_values": RULES["patchified"](ctx)})
     # Then each layout with a pixel mask, for forwards that need one to run (all true: no
     # padded image or camera). Last, so that a layout that runs without one keeps running so.
     masks = [n for n in _PIXEL_MASKS if extended and n in inspect.signature(model.forward).parameters

@@ -188,15 +188,16 @@ def pad_audio(model: Any, config: Any, inputs: dict[str, Any]) -> tuple[dict[str
     if torch.is_tensor(old):
         mask = mask.to(old.dtype)
     out[main], out[key] = padded, mask
-    if key == "attention_mask" and key not in inputs and extractor_mask_default(config) is False \
+    if key == "attention_mask" and key not in inputs and extractor_mask_default(config) is not True \
             and not _runs(model, out) and _runs(model, {k: v for k, v in out.items() if k != key}):
         # The forward's `attention_mask` is not a mask over samples or frames (AST masks its
-        # patch sequence), and the feature extractor returns none by default: the user's batch
-        # is the padded audio alone.
+        # patch sequence; Voxtral Realtime's 5.17 encoder one over its downsampled frames, which
+        # its own head never passes), and the feature extractor does not return one by default:
+        # the user's batch is the padded audio alone.
         del out[key]
         return out, Padding(side="right", lengths=lengths,
                             reason="audio padded without a mask: the forward rejects one over frames, and the "
-                                   "feature extractor returns none by default")
+                                   "feature extractor does not return one by default")
     return out, Padding(key=key, side="right", lengths=lengths)
 
 
