@@ -78,7 +78,8 @@ def test_playbook_loads_and_every_entry_has_a_source_and_a_known_rewrite():
     book = load_playbook()
     ids = {e.id for e in book}
     assert {"guard-logging", "dense-experts", "check-not-raise", "branch-to-where", "item-tolist-to-tensor-ops",
-            "contextvar-get-hoist", "deepcopy", "experts-implementation", "unique-tolist-loop"} <= ids
+            "contextvar-get-hoist", "deepcopy", "experts-implementation", "unique-tolist-loop",
+            "general-path-when-compiling", "past-tokens-from-mask-length"} <= ids
     for e in book:
         assert e.source.strip() and e.idea.strip() and e.pattern.strip(), e.id
         assert e.gb_ids or e.gb_types, e.id
@@ -458,3 +459,238 @@ def test_general_path_when_compiling_refuses_what_is_not_a_shortcut():
     assert CODEMODS["general-path-when-compiling"](Site("src/transformers/models/z/modeling_z.py", negated, 5, "f")) is None
     python = head + "    if h > 3:\n        g = None\n    return g\n"
     assert CODEMODS["general-path-when-compiling"](Site("src/transformers/models/z/modeling_z.py", python, 5, "f")) is None
+
+
+# --- past-tokens-from-mask-length -------------------------------------------------------------
+
+# The recurrent layers' padding-mask helper as transformers 5.2-5.3 wrote it (qwen3_5, olmo_hybrid:
+# `_update_linear_attn_mask`; nemotron_h: `_update_mamba_mask` with `cache_position is not None and`),
+# with a consumer that multiplies the mask in as `apply_mask_to_padding_states` does and a recurrent
+# state carried from the prefill to a decode step.
+_RECURRENT = '''import torch
+
+
+def apply_mask_to_padding_states(hidden_states, attention_mask):
+    if attention_mask is not None and attention_mask.shape[1] > 1 and attention_mask.shape[0] > 1:
+        hidden_states = (hidden_states * attention_mask[:, :, None]).to(hidden_states.dtype)
+    return hidden_states
+
+
+def update_linear_attn_mask(attention_mask, cache_position):
+    """No need for zeroing states when 1. cached forward 2. attending to all inputs."""
+    linear_attn_mask = attention_mask
+    if cache_position[0] > 0 or (attention_mask is not None and torch.all(attention_mask == 1)):
+        linear_attn_mask = None
+    return linear_attn_mask
+
+
+def layer(h, attention_mask, cache_position, state):
+    mask = update_linear_attn_mask(attention_mask, cache_position)
+    h = apply_mask_to_padding_states(h, mask)
+    out = torch.cumsum(torch.cat([state, h], dim=1), dim=1)[:, 1:]
+    return out, out[:, -1:]
+'''
+
+
+def _recurrent_site(text: str = _RECURRENT) -> Site:
+    line = next(i for i, ln in enumerate(text.splitlines(), 1) if ln.lstrip().startswith("if ") and "> " in ln
+                and "attention_mask.shape" not in ln)
+    return Site("src/transformers/models/z/modeling_z.py", text, line, "update_linear_attn_mask")
+
+
+def test_past_tokens_from_mask_length_compiles_prefill_padded_and_decode_to_the_eager_numbers():
+    site = _recurrent_site()
+    [rw] = propose("generic_jump TensorVariable()", None, [site], load_playbook())
+    assert rw.entry == "past-tokens-from-mask-length"  # general-path-when-compiling defers to it here
+    _assert_only_function_changed(site, rw.new_text)
+    assert "attention_mask.shape[-1] > cache_position.shape[0]" in rw.new_text
+    assert "not torch.compiler.is_compiling() and torch.all(attention_mask == 1)" in rw.new_text
+    assert "cache_position[0]" not in rw.new_text
+    check_patch(rewrite_diff(rw, site.text), PatchPolicy(model_type="z"))
+    old_ns, new_ns = {}, {}
+    exec(compile(_RECURRENT, "old.py", "exec"), old_ns)
+    exec(compile(rw.new_text, "new.py", "exec"), new_ns)
+    torch.manual_seed(0)
+    padded = torch.tensor([[0, 0, 1, 1, 1, 1], [1, 1, 1, 1, 1, 1]])
+    ones = torch.ones(2, 6, dtype=torch.long)
+    torch._dynamo.reset()
+    with pytest.raises(Exception):  # the original breaks on `cache_position[0] > 0`
+        torch.compile(old_ns["layer"], backend="eager", fullgraph=True)(
+            torch.randn(2, 6, 4), ones, torch.arange(6), torch.zeros(2, 1, 4))
+    torch._dynamo.reset()
+    compiled = torch.compile(new_ns["layer"], backend="eager", fullgraph=True)
+    for mask in (padded, ones, None):
+        h, step = torch.randn(2, 6, 4), torch.randn(2, 1, 4)
+        zero = torch.zeros(2, 1, 4)
+        ref, ref_state = old_ns["layer"](h, mask, torch.arange(6), zero)  # prefill, eager original
+        got, got_state = compiled(h, mask, torch.arange(6), zero)
+        torch.testing.assert_close(got, ref)
+        # the decode step: the mask spans the 6 cached tokens and the new one
+        dmask = None if mask is None else torch.cat([mask, torch.ones(2, 1, dtype=mask.dtype)], dim=1)
+        ref_d, _ = old_ns["layer"](step, dmask, torch.tensor([6]), ref_state)
+        got_d, _ = compiled(step, dmask, torch.tensor([6]), got_state)
+        assert got_d.shape == ref_d.shape == (2, 1, 4)
+        torch.testing.assert_close(got_d, ref_d)
+        torch.testing.assert_close(new_ns["layer"](step, dmask, torch.tensor([6]), ref_state)[0], ref_d)
+    # eager keeps both shortcuts: no mask while decoding, none for an all-ones batch
+    assert new_ns["update_linear_attn_mask"](ones, torch.arange(6)) is None
+    assert new_ns["update_linear_attn_mask"](torch.cat([padded, torch.ones(2, 1, dtype=torch.long)], 1),
+                                             torch.tensor([6])) is None
+    assert new_ns["update_linear_attn_mask"](padded, torch.arange(6)) is padded
+
+
+def test_past_tokens_from_mask_length_reads_the_multiline_guarded_form():
+    text = _RECURRENT.replace(
+        "    if cache_position[0] > 0 or (attention_mask is not None and torch.all(attention_mask == 1)):\n",
+        "    if (cache_position is not None and cache_position[0] > 0) or (\n"
+        "        attention_mask is not None and torch.all(attention_mask == 1)\n"
+        "    ):\n")
+    first = next(i for i, ln in enumerate(text.splitlines(), 1) if "cache_position[0] > 0" in ln)
+    for line in (first, first + 1):  # the break at either line of the test
+        site = Site("src/transformers/models/z/modeling_z.py", text, line, "update_linear_attn_mask")
+        [rw] = propose("Data-dependent branching", "GB0170", [site], load_playbook())
+        assert rw.entry == "past-tokens-from-mask-length"
+        assert "cache_position is not None and (attention_mask is not None and attention_mask.shape[-1] > " \
+               "cache_position.shape[0])" in rw.new_text
+        ns = {}
+        exec(compile(rw.new_text, "new.py", "exec"), ns)
+        assert ns["update_linear_attn_mask"](torch.ones(2, 3), None) is None
+        m = torch.tensor([[0.0, 1, 1]])
+        assert ns["update_linear_attn_mask"](m, None) is m
+
+
+def test_past_tokens_from_mask_length_refuses_where_the_shape_test_could_change_the_result():
+    mod = CODEMODS["past-tokens-from-mask-length"]
+    swap = lambda old, new: _RECURRENT.replace(old, new)  # noqa: E731
+    cases = {
+        # the dropped name is not the mask: with no mask the branch would drop something real
+        "not the mask": swap("    linear_attn_mask = attention_mask\n", "    linear_attn_mask = cache_position\n"),
+        # the mask is rebound before the test
+        "mask rebound": swap("    linear_attn_mask = attention_mask\n",
+                             "    linear_attn_mask = attention_mask\n    attention_mask = attention_mask[:, -1:]\n"),
+        # the body computes instead of dropping
+        "computes": swap("        linear_attn_mask = None\n", "        linear_attn_mask = attention_mask * 2\n"),
+        # another position than the first, another threshold: not "are tokens cached"
+        "index 1": swap("cache_position[0] > 0", "cache_position[1] > 0"),
+        "threshold": swap("cache_position[0] > 0", "cache_position[0] > 4"),
+        # the position is not a parameter
+        "local": swap("    linear_attn_mask = attention_mask\n",
+                      "    linear_attn_mask = attention_mask\n    pos = cache_position + 1\n").replace(
+            "cache_position[0] > 0", "pos[0] > 0"),
+        # bound twice: which value the body drops depends on the path
+        "bound twice": swap("    linear_attn_mask = attention_mask\n",
+                            "    linear_attn_mask = None\n    linear_attn_mask = attention_mask\n"),
+    }
+    for why, text in cases.items():
+        assert text != _RECURRENT, why
+        assert mod(_recurrent_site(text)) is None, why
+    # without the position test it is not this pattern: the general-path rewrite takes the all-ones part
+    text = swap("cache_position[0] > 0 or ", "")
+    line = next(i for i, ln in enumerate(text.splitlines(), 1) if "torch.all(attention_mask == 1)" in ln)
+    site = Site("src/transformers/models/z/modeling_z.py", text, line, "update_linear_attn_mask")
+    assert mod(site) is None
+    assert [r.entry for r in propose("Data-dependent branching", "GB0170", [site], load_playbook())] == \
+        ["general-path-when-compiling"]
+
+
+def test_keeping_the_mask_while_decoding_would_change_the_result():
+    """Why the position test is read from shapes and not dropped under compile like the all-ones test:
+    the general path while decoding multiplies a [B, 1, H] step by the [B, past + 1] mask."""
+    ns = {}
+    exec(compile(_RECURRENT, "old.py", "exec"), ns)
+    dmask = torch.tensor([[0, 1, 1], [1, 1, 1]])
+    step = torch.randn(2, 1, 4)
+    assert ns["apply_mask_to_padding_states"](step, dmask).shape == (2, 3, 4)  # not the step's shape
+    assert ns["update_linear_attn_mask"](dmask, torch.tensor([2])) is None  # the original drops it
+
+
+# --- dense-segment-loop -----------------------------------------------------------------------
+
+_SEGMENTS = '''import torch
+from torch import nn
+
+
+class Experts(nn.ModuleList):
+    def __init__(self, n, d):
+        super().__init__()
+        for _ in range(n):
+            self.append(nn.Sequential(nn.Linear(d, 2 * d), nn.SiLU(), nn.Linear(2 * d, d)))
+
+    def forward(self, hidden, selected, weights):
+        flat = hidden.view(-1, hidden.shape[-1])
+        top_k = selected.shape[-1]
+        token_indices = torch.arange(flat.shape[0]).repeat_interleave(top_k)
+        expert_indices = selected.reshape(-1)
+        weights = weights.reshape(-1)
+        sorting = torch.argsort(expert_indices, stable=True)
+        token_indices, expert_indices, weights = token_indices[sorting], expert_indices[sorting], weights[sorting]
+        dispatched = flat.index_select(0, token_indices)
+        expert_outputs = torch.zeros_like(dispatched)
+
+        unique_experts, counts = torch.unique_consecutive(expert_indices, return_counts=True)
+        start = 0
+        for expert_id, count in zip(unique_experts.tolist(), counts.tolist()):
+            if count == 0:
+                continue
+            end = start + count
+            expert_input = dispatched[start:end]
+            expert_output = self[expert_id](expert_input)
+            expert_outputs[start:end] = expert_output
+            start = end
+
+        weighted = expert_outputs * weights.unsqueeze(-1)
+        out = torch.zeros_like(flat)
+        out.scatter_add_(0, token_indices.unsqueeze(-1).expand_as(weighted), weighted)
+        return out.view(hidden.shape)
+'''
+
+
+def _segments_site(text: str = _SEGMENTS) -> Site:
+    line = next(i for i, ln in enumerate(text.splitlines(), 1) if "torch.unique_consecutive" in ln)
+    return Site("src/transformers/models/z/modeling_z.py", text, line, "Experts.forward")
+
+
+def test_dense_segment_loop_compiles_to_one_graph_with_the_eager_numbers():
+    site = _segments_site()
+    rws = propose("Dynamic shape operator", "GB0036", [site], load_playbook())
+    assert [r.entry for r in rws] == ["dense-segment-loop"]
+    rw = rws[0]
+    _assert_only_function_changed(site, rw.new_text)
+    assert "unique_consecutive" not in rw.new_text and "for expert_id in range(len(self)):" in rw.new_text
+    check_patch(rewrite_diff(rw, site.text), PatchPolicy(model_type="z"))
+    old_ns, new_ns = {}, {}
+    exec(compile(_SEGMENTS, "old.py", "exec"), old_ns)
+    exec(compile(rw.new_text, "new.py", "exec"), new_ns)
+    torch.manual_seed(0)
+    old = old_ns["Experts"](4, 8)
+    new = new_ns["Experts"](4, 8)
+    new.load_state_dict(old.state_dict())
+    hidden = torch.randn(2, 5, 8)
+    selected = torch.tensor([[[0, 2], [2, 1], [0, 1], [2, 0], [1, 2]], [[2, 1], [0, 2], [2, 0], [1, 0], [2, 1]]])  # expert 3 unused
+    weights = torch.rand(2, 5, 2)
+    ref = old(hidden, selected, weights)
+    torch._dynamo.reset()
+    with pytest.raises(Exception):
+        torch.compile(old, backend="eager", fullgraph=True)(hidden, selected, weights)
+    torch._dynamo.reset()
+    got = torch.compile(new, backend="eager", fullgraph=True)(hidden, selected, weights)
+    torch.testing.assert_close(got, ref)
+    torch.testing.assert_close(new(hidden, selected, weights), ref)
+
+
+def test_dense_segment_loop_refuses_loops_it_cannot_make_static():
+    mod = CODEMODS["dense-segment-loop"]
+    cases = {
+        # the run's rows go in whole, not sliced: not a per-run module call
+        "unsliced": _SEGMENTS.replace("expert_output = self[expert_id](expert_input)",
+                                      "expert_output = self[expert_id](dispatched)"),
+        # the count is read after the loop
+        "read after": _SEGMENTS.replace("        weighted = expert_outputs", "        print(count)\n        weighted = expert_outputs"),
+        # the body does more than the run
+        "extra work": _SEGMENTS.replace("            start = end\n", "            dispatched = dispatched * 2\n            start = end\n"),
+        # counts of another tensor
+        "no counts": _SEGMENTS.replace(", return_counts=True", ", return_inverse=True"),
+    }
+    for why, text in cases.items():
+        assert text != _SEGMENTS, why
+        assert mod(_segments_site(text)) is None, why

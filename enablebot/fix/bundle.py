@@ -35,6 +35,9 @@ class ClusterRef(Serializable):
     filename: str | None = None  # user frame file (basename or repo path)
     function: str | None = None
     lineno: int | None = None
+    # graph_break, or compile_error: the trace-stage error that stopped the compile (a fake-tensor
+    # call that fails, ...), keyed like a break on its type and the frame that calls the op
+    kind: str = "graph_break"
 
 
 @dataclass

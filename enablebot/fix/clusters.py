@@ -11,8 +11,11 @@ import re
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
-from ..results import GraphBreak
+from ..measure.graph_breaks import from_error_text
+from ..results import GraphBreak, RunResult
 from .bundle import ClusterRef
+
+COMPILE_ERROR = "compile_error"
 
 
 def _base(filename: str | None) -> str | None:
@@ -22,7 +25,22 @@ def _base(filename: str | None) -> str | None:
 def ref_of(gb: GraphBreak) -> ClusterRef:
     uf = gb.user_frame
     return ClusterRef(gb_type=gb.gb_type, registry_id=gb.registry_id, filename=_base(uf.filename) if uf else None,
-                      function=uf.function if uf else None, lineno=uf.lineno if uf else None)
+                      function=uf.function if uf else None, lineno=uf.lineno if uf else None,
+                      kind=COMPILE_ERROR if gb.source == COMPILE_ERROR else "graph_break")
+
+
+def error_break(result: RunResult) -> GraphBreak | None:
+    """The error that stopped a run's compile, as a break-like record a fix can address (the
+    `compile_error` verdict only: an eager or build failure is not the compiler's), else None."""
+    if result.verdict != COMPILE_ERROR or result.error is None:
+        return None
+    return from_error_text(result.error.message, source=COMPILE_ERROR)
+
+
+def breaks_of(result: RunResult) -> list[GraphBreak]:
+    """What a fix may address in a run: its graph breaks, and the compile error when there is one."""
+    eb = error_break(result)
+    return [*result.graph_breaks, *([eb] if eb is not None else [])]
 
 
 def key_of(ref: ClusterRef) -> str:
@@ -36,6 +54,8 @@ def slug(ref: ClusterRef) -> str:
 
 
 def matches(gb: GraphBreak, ref: ClusterRef) -> bool:
+    if (gb.source == COMPILE_ERROR) != (ref.kind == COMPILE_ERROR):
+        return False
     same_type = (gb.registry_id == ref.registry_id) if (gb.registry_id and ref.registry_id) else gb.gb_type == ref.gb_type
     if not same_type:
         return False

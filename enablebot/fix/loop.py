@@ -80,10 +80,16 @@ def fix_model(model_id: str, opts: FixOptions, *, llm: LLMClient | None, runner:
     spec = RunSpec.from_dict({"model_id": model_id, **opts.spec})
     say(f"reproducing {model_id} ({spec.device}, backend {spec.backend})")
     baseline = run(spec)
-    if not baseline.ok:
+    # A compile error (an op the tracer cannot run, ...) is a cluster like a break: keyed on its
+    # type and the frame that calls the op, it goes through recipes, rewrites and the verifier.
+    err = cl.error_break(baseline)
+    if not baseline.ok and err is None:
         msg = f"{model_id} does not run here ({baseline.verdict}): {baseline.error.message[:300] if baseline.error else ''}"
         return [FixOutcome(model_id=model_id, cluster="*", status="error", message=msg)]
-    found = cl.clusters_of(baseline.graph_breaks)
+    if err is not None:
+        say(f"{model_id} does not compile here ({err.gb_type}, at {err.user_frame.short() if err.user_frame else '?'}): "
+            "fixing the compile error")
+    found = cl.clusters_of(cl.breaks_of(baseline))
     outcomes: list[FixOutcome] = []
     if opts.from_triage:
         wanted = triage_refs(opts.from_triage, model_id)

@@ -204,3 +204,26 @@ def from_exception(exc: BaseException, model_files: frozenset[str] | set[str] = 
         b.explanation = b.gb_type
         b.gb_type = type(exc).__name__
     return b
+
+
+def from_error_text(text: str, source: str = "compile_error") -> GraphBreak | None:
+    """The trace-stage error that stopped a compile (a `compile_error` verdict's message), as a
+    break-like record: its type and registry id from the message's first lines (Dynamo words
+    these like a break: "RuntimeError when making fake tensor call ... gb4315"), its frames from
+    the "from user code:" section. The frame that keys it is the innermost one outside torch and
+    the harness (for a failing op, the library or model line that calls it), not the innermost
+    model-file frame a break is keyed on: the error is raised where the op is called. None when
+    the message names no frame (nothing to localise a fix to)."""
+    text = text or ""
+    if "from user code:" not in text:
+        return None
+    reason, _, tail = text.partition("from user code:")
+    frames = frames_from_text(tail)
+    own = [f for f in frames if _is_user_frame(f.filename)]
+    if not own:
+        return None
+    p = parse_reason(reason.strip())
+    trimmed = "\n".join(reason.strip().splitlines()[:12])
+    return GraphBreak(gb_type=p["gb_type"], registry_id=p["registry_id"], explanation=p["explanation"],
+                      hints=p["hints"], context=p["context"], user_frame=own[-1], stack=own[-8:], count=1,
+                      reason=trimmed, source=source)

@@ -508,13 +508,12 @@ def general_path_when_compiling(site: Site) -> Edit | None:
     if loc is None:
         return None
     stmt, func = loc.stmt, loc.func
-    for s in stmt.body:
-        if not (isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name)
-                and isinstance(s.value, ast.Constant) and s.value.value is None
-                and _bound_before(func, s.targets[0].id, stmt.lineno)):
-            return None
+    if not _drops_only(stmt, func):
+        return None
     if "torch" not in _module_names(loc.tree) or _COMPILING in ast.unparse(stmt.test):
         return None
+    if past_tokens_from_mask_length(site) is not None:
+        return None  # the same condition also branches on `position[0] > 0`: that codemod rewrites both parts
     guarded: list[str] = []
     test = _guard_truths(copy.deepcopy(stmt.test), guarded)
     if not guarded:
@@ -524,6 +523,260 @@ def general_path_when_compiling(site: Site) -> Edit | None:
     dropped = ", ".join(s.targets[0].id for s in stmt.body)  # type: ignore[attr-defined]
     return _checked(loc, text, f"the shortcut `{dropped} = None` on `{'`, `'.join(guarded)}` is skipped while "
                                "compiling: compiled code keeps the general path")
+
+
+def _drops_only(stmt: ast.If, func: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """The `if`'s body only sets names bound before it to None (a shortcut that drops a value)."""
+    return bool(stmt.body) and all(
+        isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name)
+        and isinstance(s.value, ast.Constant) and s.value.value is None
+        and _bound_before(func, s.targets[0].id, stmt.lineno) for s in stmt.body)
+
+
+# --- past-tokens-from-mask-length ------------------------------------------------------------
+
+def _params(func: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
+    a = func.args
+    return {x.arg for x in a.posonlyargs + a.args + a.kwonlyargs}
+
+
+def _stores_before(func: ast.AST, name: str, lineno: int) -> list[ast.AST]:
+    """The statements that bind `name` before line `lineno` (assignments, loop targets, ...)."""
+    out = []
+    for node in ast.walk(func):
+        if isinstance(node, ast.stmt) and not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef,
+                                                                ast.ClassDef)) and node.lineno < lineno:
+            targets = (node.targets if isinstance(node, ast.Assign) else
+                       [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign, ast.For, ast.AsyncFor)) else
+                       [i.optional_vars for i in node.items if i.optional_vars] if isinstance(node, (ast.With, ast.AsyncWith))
+                       else [])
+            if any(isinstance(n, ast.Name) and n.id == name for t in targets for n in ast.walk(t)):
+                out.append(node)
+        elif isinstance(node, ast.NamedExpr) and node.target.id == name and node.lineno < lineno:
+            out.append(node)
+    return out
+
+
+def _is_past_test(node: ast.AST, params: set[str]) -> str | None:
+    """`P[0] > 0` (or `0 < P[0]`) on a parameter P: "the first position of this forward is past 0", i.e. there
+    are cached tokens before it. A Python `if` on it is a data-dependent branch. Returns P."""
+    if not (isinstance(node, ast.Compare) and len(node.ops) == 1):
+        return None
+    left, op, right = node.left, node.ops[0], node.comparators[0]
+    if isinstance(op, ast.Lt):
+        left, right, op = right, left, ast.Gt()
+    if not (isinstance(op, ast.Gt) and isinstance(right, ast.Constant) and right.value == 0
+            and not isinstance(right.value, bool)):
+        return None
+    if (isinstance(left, ast.Subscript) and isinstance(left.value, ast.Name) and left.value.id in params
+            and isinstance(left.slice, ast.Constant) and left.slice.value == 0 and not isinstance(left.slice.value, bool)):
+        return left.value.id
+    return None
+
+
+class _PastToShapes(ast.NodeTransformer):
+    """`P[0] > 0` -> `(M is not None and M.shape[-1] > P.shape[0])`: the 2-D padding mask spans the cached
+    and the current tokens, P the current ones, so the mask is longer exactly when tokens are cached."""
+
+    def __init__(self, params: set[str], mask: str):
+        self.params, self.mask, self.positions, self.seen = params, mask, set(), []
+
+    def visit_Compare(self, node: ast.Compare):
+        p = _is_past_test(node, self.params)
+        if p is None:
+            return self.generic_visit(node)
+        self.positions.add(p)
+        self.seen.append(ast.unparse(node))
+        src = f"({self.mask} is not None and {self.mask}.shape[-1] > {p}.shape[0])"
+        return ast.copy_location(ast.parse(src, mode="eval").body, node)
+
+
+def past_tokens_from_mask_length(site: Site) -> Edit | None:
+    """`m = mask; if pos[0] > 0 or (mask is not None and torch.all(mask == 1)): m = None` (a recurrent layer's
+    padding-mask helper: no mask when decoding from a cache, none when nothing is padded) -> the "tokens
+    are cached" test read from shapes (`mask.shape[-1] > pos.shape[0]`: the 2-D mask covers the cached and
+    the current tokens, `pos` the current ones), and the all-ones shortcut skipped while compiling
+    (compiled code keeps an all-ones mask, which multiplies by one). Only when every name the body drops
+    is bound to that mask parameter just before: then a missing mask (None) takes the branch to no effect
+    either way, so the rewritten test may differ from the original only where nothing changes."""
+    loc = _if_at_its_test(site)
+    if loc is None:
+        return None
+    stmt, func = loc.stmt, loc.func
+    if not _drops_only(stmt, func) or "torch" not in _module_names(loc.tree):
+        return None
+    params = _params(func)
+    mask: str | None = None
+    for s in stmt.body:
+        name = s.targets[0].id  # type: ignore[attr-defined]
+        stores = _stores_before(func, name, stmt.lineno)
+        if name in params or len(stores) != 1:
+            return None
+        bind = stores[0]
+        if not (isinstance(bind, ast.Assign) and len(bind.targets) == 1 and isinstance(bind.value, ast.Name)
+                and bind.value.id in params and _parent_body(func, bind) is func.body):
+            return None  # bound once, at the function's top level, to a parameter (the mask as given)
+        if mask not in (None, bind.value.id):
+            return None
+        mask = bind.value.id
+    if mask is None or _stores_before(func, mask, stmt.lineno):
+        return None  # the mask parameter is rebound before the test
+    if any(_is_past_test(n, params) == mask for n in ast.walk(stmt.test)):
+        return None  # the mask's own first value, not a position
+    swap = _PastToShapes(params, mask)
+    test = swap.visit(copy.deepcopy(stmt.test))
+    if not swap.seen or any(_stores_before(func, p, stmt.lineno) for p in swap.positions):
+        return None
+    guarded: list[str] = []
+    if _COMPILING not in ast.unparse(test):
+        test = _guard_truths(test, guarded)
+    indent = _indent_of(loc.lines[stmt.lineno - 1])
+    text = _splice(loc, stmt.lineno, stmt.body[0].lineno - 1, [f"{indent}if {ast.unparse(test)}:"])
+    note = (f"`{'`, `'.join(swap.seen)}` (cached tokens?) read from shapes: `{mask}.shape[-1] > "
+            f"{'/'.join(sorted(swap.positions))}.shape[0]`")
+    if guarded:
+        note += f"; the all-ones shortcut on `{'`, `'.join(guarded)}` is skipped while compiling"
+    return _checked(loc, text, note)
+
+
+# --- dense-segment-loop ----------------------------------------------------------------------
+
+def _is_call(node: ast.AST, dotted_name: str) -> bool:
+    return isinstance(node, ast.Call) and ast.unparse(node.func) == dotted_name
+
+
+def _tolist_of(node: ast.AST) -> str | None:
+    """`name.tolist()` -> name"""
+    if (isinstance(node, ast.Call) and not node.args and not node.keywords and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "tolist" and isinstance(node.func.value, ast.Name)):
+        return node.func.value.id
+    return None
+
+
+def _is_slice(node: ast.AST, lo: str, hi: str) -> bool:
+    """`<x>[lo:hi]`"""
+    return (isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Slice) and node.slice.step is None
+            and _is_name(node.slice.lower, lo) and _is_name(node.slice.upper, hi))
+
+
+def dense_segment_loop(site: Site) -> Edit | None:
+    """`ids, counts = torch.unique_consecutive(idx, return_counts=True); start = 0;
+    for e, n in zip(ids.tolist(), counts.tolist()): end = start + n; out[start:end] = mods[e](x[start:end]);
+    start = end` (rows grouped in runs of one module index, each run through its module) -> a static loop over
+    every module, each applied to all rows, its output selected where `idx == e`. Every row of a run has
+    `idx == e`, so the selection equals the runs whatever their order; row-wise modules (an expert MLP) give
+    the same rows on all rows as on the run. The verifier's numerics decide the rest."""
+    loc = _locate(site)
+    if loc is None or "torch" not in _module_names(loc.tree):
+        return None
+    func = loc.func
+    for node in ast.walk(func):
+        body = getattr(node, "body", None)
+        if not isinstance(body, list):
+            continue
+        for i in range(len(body) - 2):
+            edit = _segment_loop_at(loc, body, i, site.lineno)
+            if edit is not None:
+                return edit
+    return None
+
+
+def _is_dotted(node: ast.AST) -> bool:
+    """`self` / `self.experts`: a name or an attribute chain on one."""
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return isinstance(node, ast.Name)
+
+
+def _segment_loop_at(loc: _Located, body: list[ast.stmt], i: int, lineno: int) -> Edit | None:
+    uq, st, loop = body[i], body[i + 1], body[i + 2]
+    if not (uq.lineno <= lineno <= (loop.end_lineno or 0)):
+        return None
+    # ids, counts = torch.unique_consecutive(idx, return_counts=True)
+    if not (isinstance(uq, ast.Assign) and len(uq.targets) == 1 and isinstance(uq.targets[0], ast.Tuple)
+            and len(uq.targets[0].elts) == 2 and all(isinstance(t, ast.Name) for t in uq.targets[0].elts)
+            and _is_call(uq.value, "torch.unique_consecutive") and len(uq.value.args) == 1
+            and isinstance(uq.value.args[0], ast.Name)
+            and [(k.arg, getattr(k.value, "value", None)) for k in uq.value.keywords] == [("return_counts", True)]):
+        return None
+    ids, counts = (t.id for t in uq.targets[0].elts)  # type: ignore[attr-defined]
+    idx = uq.value.args[0].id
+    # start = 0
+    if not (isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name)
+            and isinstance(st.value, ast.Constant) and st.value.value == 0 and not isinstance(st.value.value, bool)):
+        return None
+    start = st.targets[0].id
+    # for e, n in zip(ids.tolist(), counts.tolist()):
+    if not (isinstance(loop, ast.For) and not loop.orelse and isinstance(loop.target, ast.Tuple)
+            and len(loop.target.elts) == 2 and all(isinstance(t, ast.Name) for t in loop.target.elts)
+            and _is_call(loop.iter, "zip") and len(loop.iter.args) == 2 and not loop.iter.keywords
+            and [_tolist_of(a) for a in loop.iter.args] == [ids, counts]):
+        return None
+    e, n = (t.id for t in loop.target.elts)  # type: ignore[attr-defined]
+    stmts = list(loop.body)
+    # optional: if n == 0: continue
+    if (stmts and isinstance(stmts[0], ast.If) and not stmts[0].orelse and len(stmts[0].body) == 1
+            and isinstance(stmts[0].body[0], ast.Continue) and _same(stmts[0].test, ast.parse(f"{n} == 0", mode="eval").body)):
+        stmts = stmts[1:]
+    end = None
+    local: dict[str, ast.expr] = {}  # names bound in the body to a slice of the rows
+    call: ast.Call | None = None
+    out = mods = x = y = None
+    for k, s in enumerate(stmts):
+        if k == 0:  # end = start + n
+            if not (isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name)
+                    and _same(s.value, ast.parse(f"{start} + {n}", mode="eval").body)):
+                return None
+            end = s.targets[0].id
+        elif k == len(stmts) - 1:  # start = end
+            if not (isinstance(s, ast.Assign) and len(s.targets) == 1 and _is_name(s.targets[0], start)
+                    and _is_name(s.value, end)):
+                return None
+        elif (isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Subscript)
+              and _is_slice(s.targets[0], start, end) and isinstance(s.targets[0].value, ast.Name) and out is None):
+            out = s.targets[0].value.id  # out[start:end] = y
+            if not isinstance(s.value, ast.Name) or s.value.id != y:
+                return None
+        elif isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name):
+            v, name = s.value, s.targets[0].id
+            if _is_slice(v, start, end) and isinstance(v.value, ast.Name) and x is None:  # xs = x[start:end]
+                local[name], x = v, v.value.id
+            elif (isinstance(v, ast.Call) and call is None and len(v.args) == 1 and not v.keywords
+                  and isinstance(v.func, ast.Subscript) and _is_name(v.func.slice, e)
+                  and _is_dotted(v.func.value)):
+                arg = v.args[0]  # y = mods[e](xs) or mods[e](x[start:end])
+                if isinstance(arg, ast.Name) and arg.id in local:
+                    pass
+                elif _is_slice(arg, start, end) and isinstance(arg.value, ast.Name) and x is None:
+                    x = arg.value.id
+                else:
+                    return None
+                call, mods, y = v, ast.unparse(v.func.value), name
+            else:
+                return None
+        else:
+            return None
+    if None in (end, out, mods, x, y, call):
+        return None
+    func = loc.func
+    after = loop.end_lineno or loop.lineno
+    # The loop's own names are not read after it; nothing it reads is rebound in it.
+    for name in {ids, counts, start, end, e, n, y, *local}:
+        if _read_after(func, name, after):
+            return None
+    for name in (idx, x, out):
+        if any(isinstance(t, ast.Name) and t.id == name and isinstance(t.ctx, ast.Store)
+               for t in ast.walk(loop)):
+            return None
+    indent = _indent_of(loc.lines[uq.lineno - 1])
+    inner = indent + "    "
+    new = [f"{indent}for {e} in range(len({mods})):",
+           f"{inner}{y} = {mods}[{e}]({x})",
+           f"{inner}{out} = torch.where(({idx} == {e}).reshape((-1,) + (1,) * ({out}.dim() - 1)), "
+           f"{y}.to({out}.dtype), {out})"]
+    text = _splice(loc, uq.lineno, after, new)
+    return _checked(loc, text, f"a static loop over every module of `{mods}`, each on all rows, selected where "
+                               f"`{idx} == {e}`, instead of the runs of `torch.unique_consecutive({idx})`")
 
 
 # --- dense-experts ----------------------------------------------------------------------------
@@ -759,6 +1012,145 @@ def experts_layout_without_decorator(site: Site) -> bool:
     return {"gate_up_proj", "down_proj"} <= params or {"up_proj", "down_proj"} <= params
 
 
+# --- opaque-grouped-mm --------------------------------------------------------------------------
+
+# Grouped matmuls whose fake (meta) kernel is narrower than the eager one: torch's meta kernel for
+# `_grouped_mm` takes bfloat16 only (it mirrors the CUDA kernel's checks), the CPU kernel runs
+# float32 too, so tracing a float32 model fails at the call although eager runs.
+_GROUPED_MM = frozenset(("torch._grouped_mm", "torch.nn.functional.grouped_mm", "nn.functional.grouped_mm",
+                         "F.grouped_mm", "functional.grouped_mm"))
+_GMM_OP = "transformers::grouped_mm_fallback"
+_GMM_WRAPPER = "_compilable_grouped_mm"
+_GMM_NAMES = (_GMM_WRAPPER, "_grouped_mm_fallback", "_grouped_mm_fallback_fake", "_grouped_mm_fallback_setup_context",
+              "_grouped_mm_fallback_backward", "_grouped_mm_fallback_grads", "_grouped_mm_fallback_grads_fake")
+_GMM_PRELUDE = '''\
+@torch.library.custom_op("transformers::grouped_mm_fallback", mutates_args=())
+def _grouped_mm_fallback(input: torch.Tensor, weight: torch.Tensor, offs: torch.Tensor) -> torch.Tensor:
+    """Grouped matmul as an opaque op: rows start..end of `input` (sorted by group, `offs` the
+    cumulative ends) times `weight[group]`. The compiler sees only its fake below."""
+    output = input.new_zeros(input.size(0), weight.size(-1))
+    start = 0
+    for i, end in enumerate(offs.tolist()):
+        if end > start:
+            output[start:end] = input[start:end] @ weight[i]
+        start = end
+    return output
+
+
+@_grouped_mm_fallback.register_fake
+def _grouped_mm_fallback_fake(input: torch.Tensor, weight: torch.Tensor, offs: torch.Tensor) -> torch.Tensor:
+    return input.new_empty(input.size(0), weight.size(-1))
+
+
+def _grouped_mm_fallback_setup_context(ctx, inputs, output):
+    input, weight, offs = inputs
+    ctx.save_for_backward(input, weight, offs)
+
+
+@torch.library.custom_op("transformers::grouped_mm_fallback_backward", mutates_args=())
+def _grouped_mm_fallback_grads(
+    grad_output: torch.Tensor, input: torch.Tensor, weight: torch.Tensor, offs: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The gradients of `_grouped_mm_fallback` for `input` and `weight`, opaque like it."""
+    grad_input = torch.zeros_like(input)
+    grad_weight = torch.zeros_like(weight)
+    start = 0
+    for i, end in enumerate(offs.tolist()):
+        if end > start:
+            grad_input[start:end] = grad_output[start:end] @ weight[i].transpose(-2, -1)
+            grad_weight[i] = input[start:end].transpose(-2, -1) @ grad_output[start:end]
+        start = end
+    return grad_input, grad_weight
+
+
+@_grouped_mm_fallback_grads.register_fake
+def _grouped_mm_fallback_grads_fake(grad_output, input, weight, offs):
+    return torch.empty_like(input), torch.empty_like(weight)
+
+
+def _grouped_mm_fallback_backward(ctx, grad_output):
+    input, weight, offs = ctx.saved_tensors
+    grad_input, grad_weight = torch.ops.transformers.grouped_mm_fallback_backward(grad_output, input, weight, offs)
+    return grad_input, grad_weight, None
+
+
+torch.library.register_autograd(
+    "transformers::grouped_mm_fallback", _grouped_mm_fallback_backward, setup_context=_grouped_mm_fallback_setup_context
+)
+
+
+def _compilable_grouped_mm(grouped_mm, input, weight, offs=None, **kwargs):
+    """`grouped_mm(input, weight, offs=offs, ...)`; for inputs other than bfloat16, the same
+    product through the opaque op above: torch's fake kernel of grouped_mm takes bfloat16 only,
+    so a float32 model that runs in eager cannot be traced through it."""
+    if offs is not None and not kwargs and (input.dtype != torch.bfloat16 or weight.dtype != torch.bfloat16):
+        return torch.ops.transformers.grouped_mm_fallback(input.to(weight.dtype), weight, offs)
+    return grouped_mm(input, weight, offs=offs, **kwargs)
+
+
+'''
+
+
+def _grouped_mm_calls(node: ast.AST) -> list[ast.Call]:
+    return [n for n in ast.walk(node) if isinstance(n, ast.Call) and ast.unparse(n.func) in _GROUPED_MM
+            and len(n.args) >= 2 and not any(isinstance(a, ast.Starred) for a in n.args)
+            and all(k.arg is not None for k in n.keywords)]
+
+
+def _top_level_of(tree: ast.Module, node: ast.AST) -> ast.stmt | None:
+    for stmt in tree.body:
+        if stmt.lineno <= node.lineno <= (stmt.end_lineno or stmt.lineno):
+            return stmt
+    return None
+
+
+def opaque_grouped_mm(site: Site) -> Edit | None:
+    """`torch._grouped_mm(x, w, offs=o)` (or `F.grouped_mm`) at a failing fake-tensor call in
+    transformers code -> `_compilable_grouped_mm(torch._grouped_mm, x, w, offs=o)`, which sends
+    inputs the grouped-mm fake kernel rejects (anything but bfloat16) through a custom op
+    (`torch.library.custom_op` with a fake and an autograd formula) computing the same per-group
+    products. Every such call of the function is routed; the op and the wrapper are added at
+    module level, just before the function's top-level statement (the one edit outside it)."""
+    if not site.path.startswith("src/transformers/"):
+        return None
+    loc = _locate(site)
+    if loc is None or loc.stmt is None:
+        return None
+    if not _grouped_mm_calls(loc.stmt):  # the failing call is at the site itself
+        return None
+    names = _module_names(loc.tree) | {getattr(n, "name", "") for n in loc.tree.body}
+    if set(_GMM_NAMES) & names or "torch" not in names or _GMM_OP in site.text:
+        return None
+    calls = _grouped_mm_calls(loc.func)
+    lines = list(loc.lines)
+    # Right to left, bottom to top, so earlier offsets stay valid.
+    for call in sorted(calls, key=lambda c: (c.lineno, c.col_offset), reverse=True):
+        fl, fc, fel, fec = call.func.lineno, call.func.col_offset, call.func.end_lineno, call.func.end_col_offset
+        if fl != fel or fec is None:
+            return None
+        raw = lines[fl - 1].encode("utf-8")
+        func_src, rest = raw[fc:fec].decode("utf-8"), raw[fec:].decode("utf-8")
+        if not rest.startswith("("):
+            return None
+        lines[fl - 1] = raw[:fc].decode("utf-8") + f"{_GMM_WRAPPER}({func_src}, " + rest[1:]
+    body_edit = _checked(loc, "".join(lines), "")
+    top = _top_level_of(loc.tree, loc.func)
+    if body_edit is None or top is None:
+        return None
+    first = min([d.lineno for d in getattr(top, "decorator_list", [])] + [top.lineno])
+    eol = _eol(loc.lines)
+    new_lines = body_edit.new_text.splitlines(keepends=True)
+    prelude = [ln + eol for ln in _GMM_PRELUDE.split("\n")[:-1]]
+    new_text = "".join(new_lines[: first - 1] + prelude + new_lines[first - 1:])
+    try:
+        ast.parse(new_text)
+    except SyntaxError:
+        return None
+    return Edit(new_text=new_text, function=loc.qualname,
+                note=f"{len(calls)} grouped-mm call(s) in {loc.qualname} routed through an opaque custom op "
+                     "for inputs the grouped-mm fake kernel rejects (not bfloat16)")
+
+
 CHECKS: dict[str, Callable[[Site], bool]] = {
     "experts-layout-without-decorator": experts_layout_without_decorator,
 }
@@ -770,4 +1162,7 @@ CODEMODS: dict[str, Callable[[Site], Edit | None]] = {
     "check-not-raise": check_not_raise,
     "branch-to-where": branch_to_where,
     "general-path-when-compiling": general_path_when_compiling,
+    "past-tokens-from-mask-length": past_tokens_from_mask_length,
+    "dense-segment-loop": dense_segment_loop,
+    "opaque-grouped-mm": opaque_grouped_mm,
 }

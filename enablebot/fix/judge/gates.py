@@ -32,6 +32,7 @@ from ...results import RunResult, Serializable, Timing
 from . import diffparse
 from .diffparse import DiffParseError
 from .pyspan import dotted, final_name, parents, segment, touched, touches, walk_own
+from .sideeffects import registers_own_op
 
 # A real fix may drop a few ops (a data-dependent index replaced by a dense mask), but not a
 # fifth of what was captured: disabling one layer of a tiny model already drops more.
@@ -167,6 +168,8 @@ def _header_only(stmt: ast.stmt) -> ast.stmt:
 
 
 def _harmless_top_level(stmt: ast.stmt) -> bool:
+    if registers_own_op(stmt):
+        return True
     if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Import, ast.ImportFrom, ast.Pass)):
         return True
     if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant):  # docstring

@@ -14,8 +14,10 @@ line, so a call split over lines (`(os` / `.system)("id")`) is one call, a strin
                  attribute or by a `getattr` name, a module's `__dict__`, and `getattr` on a module
                  with a computed name (`getattr(torch.compiler, "dis" + "able")`);
   torch I/O      `torch.save` / `load` / `hub` / `ops.load_library`, `cpp_extension`, `load_inline`;
-  import time    module-level statements other than definitions, imports, constants and
-                 `if TYPE_CHECKING:` (code that would run when the file is imported).
+  import time    module-level statements other than definitions, imports, constants,
+                 `if TYPE_CHECKING:` and the registration of a custom op in a namespace that is not
+                 torch's own (`torch.library.register_autograd("transformers::op", ...)`) (code
+                 that would run when the file is imported).
 """
 
 from __future__ import annotations
@@ -257,6 +259,43 @@ def _constant_text(node: ast.AST) -> str:
 _RUNS = (ast.Call, ast.NamedExpr, ast.Await, ast.Yield, ast.YieldFrom)
 
 
+# Namespaces of torch's own operators: a registration there would change an op every model runs.
+_TORCH_OP_NAMESPACES = frozenset(("aten", "prim", "prims", "quantized", "_c10d_functional", "c10d", "c10d_functional",
+                                  "inductor", "higher_order", "torch", "_quantized", "profiler", "rngprims", "fbgemm"))
+_LIBRARY_REGISTRATIONS = frozenset(("custom_op", "define", "register_fake", "register_autograd", "register_kernel",
+                                    "impl", "register_torch_dispatch", "register_vmap"))
+
+
+def registers_own_op(stmt: ast.stmt) -> bool:
+    """`torch.library.register_autograd("ns::op", ...)` and its kin, for an op of the patch's own
+    namespace: how code is made opaque to the compiler (a custom op with a fake; transformers does
+    it in `integrations/moe.py` from 5.3.0). It adds an op; it cannot change one of torch's."""
+    if not (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call)):
+        return False
+    call = stmt.value
+    name = ast.unparse(call.func)
+    if name.rsplit(".", 1)[-1] not in _LIBRARY_REGISTRATIONS or not name.startswith(("torch.library.", "library.")):
+        return False
+    first = call.args[0] if call.args else None
+    if not (isinstance(first, ast.Constant) and isinstance(first.value, str) and "::" in first.value):
+        return False
+    # The registration runs at import; its arguments must not (a name or a lambda is passed, not
+    # called: `register_fake("x::op", os.system("id"))` is import-time code like any other).
+    if any(_runs_now(a) for a in [*call.args, *(k.value for k in call.keywords)]):
+        return False
+    return first.value.split("::", 1)[0] not in _TORCH_OP_NAMESPACES
+
+
+def _runs_now(node: ast.AST) -> bool:
+    """Whether evaluating an expression runs code: a call, walrus, await or yield outside a
+    lambda's body (a lambda's body runs only when it is called)."""
+    if isinstance(node, ast.Lambda):
+        return any(_runs_now(d) for d in [*node.args.defaults, *node.args.kw_defaults] if d is not None)
+    if isinstance(node, _RUNS):
+        return True
+    return any(_runs_now(c) for c in ast.iter_child_nodes(node))
+
+
 def _import_time(body: list[ast.stmt], added: frozenset[int]) -> list[ast.stmt]:
     """Statements of a module-level block that the patch makes run code at import: a new
     statement other than a definition, an import, a docstring or a constant assignment; a call
@@ -270,6 +309,8 @@ def _import_time(body: list[ast.stmt], added: frozenset[int]) -> list[ast.stmt]:
         if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Import, ast.ImportFrom, ast.Pass)):
             continue
         if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant):  # a docstring
+            continue
+        if registers_own_op(stmt):  # a custom op of the patch's own namespace (not torch's)
             continue
         if isinstance(stmt, (ast.Assign, ast.AnnAssign)):
             targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]

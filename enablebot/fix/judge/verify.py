@@ -34,7 +34,7 @@ from ...results import Numerics, RunResult, RunSpec, Serializable, Timing
 from ...validate import read_json
 from ..bundle import ClusterRef, FixBundle, Snapshot, read_patch
 from . import gates
-from ..clusters import clusters_of, count_in, key_of
+from ..clusters import breaks_of, clusters_of, count_in, error_break, key_of
 
 Runner = Callable[[RunSpec], RunResult]
 HELDOUT_SEED_OFFSET = 1009
@@ -116,7 +116,7 @@ class VerifyOptions:
 def snapshot(result: RunResult, ref: ClusterRef | None = None) -> Snapshot:
     s, n, t = result.stats, result.numerics, result.timing
     return Snapshot(verdict=result.verdict, graphs=s.graphs if s else None, graph_breaks=s.graph_breaks if s else None,
-                    cluster_breaks=count_in(result.graph_breaks, ref) if ref else None,
+                    cluster_breaks=count_in(breaks_of(result), ref) if ref else None,
                     numerics_passed=n.passed if n else None, speedup=t.speedup if t else None,
                     compiled_ms=t.compiled_ms if t else None)
 
@@ -171,6 +171,17 @@ def _speed_check(v: Verification, baseline: RunResult, after: RunResult, overlay
                  f"compiled {_ms(v.before.compiled_ms)} -> {_ms(v.after.compiled_ms)}, speedup {_x(v.before.speedup)} "
                  f"-> {_x(v.after.speedup)}; ratio of {metric} {'n/a' if ratio is None else f'{ratio:.3f}'} "
                  f"(threshold {opts.speed_threshold}; best of {len(befores)} measurement(s) each)")
+
+
+def _no_compiled_baseline(v: Verification, after: RunResult) -> Check:
+    """Speed of a compile error's fix: there is no compiled time before it to compare with, so the
+    check records the candidate's compiled time and speedup over eager and passes; the report
+    says so (a fix that makes the model compile at all is not judged on speed)."""
+    t = after.timing
+    if t is not None:
+        v.after.compiled_ms, v.after.speedup = t.compiled_ms, t.speedup
+    return Check("speed", True, f"not compared: the unpatched model did not compile; candidate compiled "
+                 f"{_ms(v.after.compiled_ms)}, speedup over eager {_x(v.after.speedup)} (recorded, not gated)")
 
 
 def _best(timings: list[Timing | None], by_speedup: bool) -> Timing | None:
@@ -234,14 +245,35 @@ def sample_models_for(files: list[str], model_type: str | None, limit: int) -> l
     for mod in mods:
         rel = mod.split(".", 2)[-1]  # models.x.modeling_x
         needles = (mod, "." + rel.split(".", 1)[-1] + " import")
+        shared = _reexported_names(root.parent, mod.split(".", 1)[-1])
         for path in sorted(root.glob("*/modeling_*.py")):
             mt = path.parent.name
             if mt == model_type or mt in found:
                 continue
             text = path.read_text(encoding="utf-8", errors="replace")
-            if any(n in text for n in needles):
+            if any(n in text for n in needles) or any(rx.search(text) for rx in shared):
                 found.append(mt)
     return found[:limit]
+
+
+def _reexported_names(package: Path, rel: str) -> list[re.Pattern]:
+    """For a shared module outside `models/` (`integrations.moe`): its public top-level names as
+    a modeling file imports them through the package (`from ...integrations import
+    use_experts_implementation`), so the architectures that run the patched code are sampled."""
+    parts = rel.split(".")
+    if parts[0] == "models" or len(parts) < 2:
+        return []
+    path = package.joinpath(*parts).with_suffix(".py")
+    try:
+        import ast
+
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, ValueError):
+        return []
+    names = [n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef)) and not n.name.startswith("_")]
+    pkg = re.escape(parts[-2])
+    return [re.compile(rf"from \.+{pkg}(?:\.\w+)* import [^\n]*\b{re.escape(n)}\b|from \.+{pkg} import \([^)]*\b{re.escape(n)}\b",
+                       re.S) for n in names]
 
 
 # A torch-side change affects every model; these small, fast, break-free architectures
@@ -250,6 +282,23 @@ TORCH_SAMPLES = ("gpt2", "bert")
 
 
 _SKIP_OR_DISABLE = re.compile(r"disable|skip", re.I)
+
+
+def _compile_error_checks(v: Verification, after: RunResult, ref: ClusterRef) -> list[Check]:
+    """A compile error's fix has no compiled run to compare with: it must leave the error gone and
+    the model as a break-free model is, one graph and no break (a fix that only trades the
+    error for breaks has not made the model compile whole)."""
+    left = count_in(breaks_of(after), ref)
+    gone = Check("cluster_gone", left == 0, f"the compile error {key_of(ref)}: "
+                 + ("gone" if left == 0 else f"still raised: {after.error.message[:300] if after.error else ''}"))
+    v.new_clusters = [c.key for c in clusters_of(after.graph_breaks)]
+    a = v.after
+    whole = after.verdict == "full_graph" and not a.graph_breaks and bool(a.graphs)
+    detail = f"verdict {after.verdict}, graphs {a.graphs}, breaks {a.graph_breaks}"
+    if v.new_clusters:
+        detail += "; breaks: " + "; ".join(f"{c.key} x{c.count}" for c in clusters_of(after.graph_breaks))
+    return [gone, Check("full_graph", whole, detail + ("" if whole else
+                        " (the unpatched model did not compile at all: the fix must leave it one graph)"))]
 
 
 def _break_checks(v: Verification, baseline: RunResult, after: RunResult, ref: ClusterRef) -> list[Check]:
@@ -321,8 +370,9 @@ def verify_candidate(baseline: RunResult, ref: ClusterRef, *, overlay_dir: str |
     v.after = snapshot(after, ref)
 
     checks.append(Check("runs", after.ok, f"verdict {after.verdict}" + (f": {after.error.message[:600]}" if after.error else "")))
+    compile_fix = not baseline.ok and error_break(baseline) is not None and ref.kind == "compile_error"
     if after.ok:
-        checks.extend(_break_checks(v, baseline, after, ref))
+        checks.extend(_compile_error_checks(v, after, ref) if compile_fix else _break_checks(v, baseline, after, ref))
         # Anti-gaming: what was captured, not only how many breaks are left (enablebot.fix.judge.gates).
         checks.extend(Check(g.name, g.passed, g.detail) for g in gates.evaluate(baseline, after))
         n = after.numerics
@@ -341,7 +391,8 @@ def verify_candidate(baseline: RunResult, ref: ClusterRef, *, overlay_dir: str |
                                 f"on held-out inputs (another seed and shape) against the unpatched fp64 model: "
                                 f"{h.method} {h.message or ''}".strip()))
         if spec.timing and not (opts.fail_fast and not all(c.passed for c in checks)):
-            checks.append(_speed_check(v, baseline, after, overlay_dir, settings, opts, run))
+            checks.append(_no_compiled_baseline(v, after) if compile_fix else
+                          _speed_check(v, baseline, after, overlay_dir, settings, opts, run))
         samples = opts.sample_models if opts.sample_models is not None else \
             sample_models_for(files, after.model_type, opts.max_samples) if overlay_dir else []
         if opts.fail_fast and not all(c.passed for c in checks):
@@ -434,14 +485,14 @@ def verify_bundle(bundle_dir: str | Path, *, device: str = "cpu", speed_threshol
     if key not in cache:
         cache[key] = run(spec)
     baseline = cache[key]
-    if not baseline.ok:
+    if not baseline.ok and not (bundle.cluster.kind == "compile_error" and error_break(baseline) is not None):
         raise ValueError(f"{spec.model_id} does not run here unpatched ({baseline.verdict}); cannot verify {bdir}")
     if patch:
         from ..clusters import matches
 
         # The files this break may touch come from the reproduction here, not from the bundle.
         policy = PatchPolicy(model_type=model_type_of(spec.model_id),
-                             frame_files=frame_files(b for b in baseline.graph_breaks if matches(b, bundle.cluster)))
+                             frame_files=frame_files(b for b in breaks_of(baseline) if matches(b, bundle.cluster)))
         checked = check_patch(patch, policy)
         overlay_dir = str(work / "overlay")
         build_overlay(checked.diff, overlay_dir)
