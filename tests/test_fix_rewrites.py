@@ -694,3 +694,103 @@ def test_dense_segment_loop_refuses_loops_it_cannot_make_static():
     for why, text in cases.items():
         assert text != _SEGMENTS, why
         assert mod(_segments_site(text)) is None, why
+
+
+# --- draw-only-when-enabled (LayerDrop drawn as a tensor) ---------------------------------------
+
+_LAYERDROP_FORMS = {
+    # lasr / omniasr: the draw under `if self.training:`
+    "nested": ("            to_drop = False\n            if self.training:\n"
+               "                dropout_probability = torch.rand([])\n"
+               "                if dropout_probability < self.layerdrop:  # skip the layer\n"
+               "                    to_drop = True\n            if not to_drop:\n",
+               "if dropout_probability < self.layerdrop", "if self.training and self.layerdrop > 0.0:\n"),
+    # hubert / wav2vec2: drawn every layer, the flag a conjunction
+    "flag": ("            dropout_probability = torch.rand([])\n"
+             "            to_drop = self.training and dropout_probability < self.config.layerdrop\n"
+             "            if not to_drop:\n",
+             "if not to_drop", "self.training and self.config.layerdrop > 0.0 and dropout_probability"),
+    # audioflamingo3: one expression
+    "inline": ("            to_drop = self.training and torch.rand([]) < self.layerdrop\n            if not to_drop:\n",
+               "if not to_drop", "self.training and self.layerdrop > 0.0 and torch.rand([])"),
+}
+
+
+def _layerdrop_module(form: str) -> str:
+    body, _, _ = _LAYERDROP_FORMS[form]
+    return ("import types\n\nimport torch\n\n\nclass Encoder(torch.nn.Module):\n    def __init__(self, layerdrop=0.0):\n"
+            "        super().__init__()\n        self.layers = torch.nn.ModuleList(torch.nn.Linear(4, 4) for _ in range(3))\n"
+            "        self.layerdrop = layerdrop\n        self.config = types.SimpleNamespace(layerdrop=layerdrop)\n\n"
+            "    def forward(self, hidden_states):\n        for layer in self.layers:\n" + body
+            + "                hidden_states = layer(hidden_states)\n        return hidden_states\n")
+
+
+@pytest.mark.parametrize("form", sorted(_LAYERDROP_FORMS))
+def test_draw_only_when_enabled_makes_training_one_graph_and_keeps_layerdrop(form):
+    text = _layerdrop_module(form)
+    _, needle, expect = _LAYERDROP_FORMS[form]
+    site = Site(path="src/transformers/models/z/modeling_z.py", text=text,
+                lineno=next(i for i, ln in enumerate(text.splitlines(), 1) if needle in ln), function="forward")
+    [rw] = propose("Data-dependent branching", "GB0170", [site], load_playbook())
+    assert rw.entry == "draw-only-when-enabled"
+    assert expect in rw.new_text, rw.new_text
+    _assert_only_function_changed(site, rw.new_text)
+    check_patch(rewrite_diff(rw, site.text), PatchPolicy(model_type="z"))
+    old_ns, new_ns = {}, {}
+    exec(compile(text, "old.py", "exec"), old_ns)
+    exec(compile(rw.new_text, "new.py", "exec"), new_ns)
+    torch.manual_seed(0)
+    old, new = old_ns["Encoder"]().train(), new_ns["Encoder"]().train()
+    new.load_state_dict(old.state_dict())
+    x = torch.randn(2, 4)
+    torch._dynamo.reset()
+    with pytest.raises(Exception, match="Data-dependent branching"):  # the tensor draw branches
+        torch.compile(old, backend="eager", fullgraph=True)(x)
+    torch._dynamo.reset()
+    torch.testing.assert_close(torch.compile(new, backend="aot_eager", fullgraph=True)(x), old(x))
+    # a real LayerDrop (p > 0) still draws and skips: the branch stays, eager unchanged
+    new.layerdrop = new.config.layerdrop = 1.0
+    assert torch.equal(new(x), x)
+
+
+def test_draw_only_when_enabled_refuses_what_is_not_a_layer_skip():
+    base = _layerdrop_module("nested")
+    cases = {
+        # no training test to extend: the draw is not LayerDrop's
+        "untrained": base.replace("if self.training:", "if True:"),
+        # a probability that is a tensor (a parameter), not a Python number on the module
+        "tensor p": base.replace("dropout_probability < self.layerdrop", "dropout_probability < torch.tensor(0.1)"),
+        # a draw that is not uniform-in-[0, 1) as a whole
+        "not a draw": base.replace("torch.rand([])", "torch.randn([]).abs()"),
+    }
+    for name, text in cases.items():
+        site = Site(path="src/transformers/models/z/modeling_z.py", text=text,
+                    lineno=next(i for i, ln in enumerate(text.splitlines(), 1) if "if dropout_probability" in ln),
+                    function="forward")
+        assert CODEMODS["draw-only-when-enabled"](site) is None, name
+
+
+def test_a_break_only_the_fullgraph_check_saw_is_a_cluster_and_the_rewrite_makes_omniasr_training_one_graph(tmp_path):
+    """omniasr (transformers 5.25) draws LayerDrop as a tensor: training breaks on every layer, yet
+    the explain pass records no break (the verdict rests on the fullgraph=True check). The fix
+    loop must see that break as a cluster, and the playbook's rewrite, applied in an overlay,
+    must make the real training item one graph."""
+    from enablebot.fix.clusters import breaks_of, clusters_of
+    from enablebot.fix.judge.overlay import build_overlay
+    from enablebot.fix.judge.verify import default_runner, with_candidate
+    from enablebot.results import RunSpec
+
+    spec = RunSpec(model_id="omniasr_audio", mode="train", pass_name="dynamo", timing=False, numerics=False)
+    before = default_runner(spec)
+    assert before.verdict == "graph_break" and before.fullgraph_ok is False
+    [cluster] = clusters_of(breaks_of(before))
+    assert cluster.ref.registry_id == "GB0170" and cluster.ref.filename == "modeling_omniasr.py"
+    sites = sites_of(cluster.lead)
+    [rw] = propose(cluster.lead.gb_type, cluster.lead.registry_id, sites, load_playbook())
+    assert rw.entry == "draw-only-when-enabled"
+    old = next(s.text for s in sites if s.path == rw.path)
+    checked = check_patch(rewrite_diff(rw, old), PatchPolicy(model_type="omniasr"))
+    build_overlay(checked.diff, tmp_path / "overlay")
+    after = default_runner(with_candidate(spec, str(tmp_path / "overlay"), None))
+    assert after.verdict == "full_graph", (after.verdict, after.error)
+    assert breaks_of(after) == []

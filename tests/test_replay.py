@@ -295,3 +295,64 @@ def test_a_sweep_refuses_to_run_on_another_transformers_than_the_replay_expects(
 
     with pytest.raises(ReplayAborted, match="ENABLEBOT_EXPECT_TRANSFORMERS=5.2.0"):
         _cli(["sweep", "-m", "llama", "--out", str(tmp_path / "s2")], env, tmp_path / "s2.log")
+
+
+def test_the_bot_fixes_the_items_that_broke_and_counts_a_type_only_when_every_one_is_one_graph(tmp_path, monkeypatch):
+    """Day-0 items that are not one graph are the bot's work, eval/call first (a break only training
+    hits, like LayerDrop's, is reached too). After the first item's fix, each other item is judged
+    with the verified bundles together; where they do not make it one graph it is fixed in its own
+    right, and the type counts only when every item passed."""
+    from enablebot.replay import run as rr
+
+    def rec(mode, scenario, verdict, task="base"):
+        return json.dumps({"spec": {"model_id": "t", "mode": mode, "scenario": scenario, "task": task}, "verdict": verdict})
+
+    d = rr.release_dir(tmp_path, "5.1.0") / "dynamo"
+    d.mkdir(parents=True)
+    (d / "results.jsonl").write_text("\n".join([
+        rec("train", "call", "graph_break"), rec("eval", "decode", "graph_break", "head"), rec("eval", "call", "full_graph"),
+        rec("eval", "call", "compile_error", "head"), json.dumps({"spec": {"model_id": "other", "mode": "eval"}, "verdict": "graph_break"}),
+    ]) + "\n")
+    items = rr.breaking_items(tmp_path, "5.1.0", "t")
+    assert items == [{"mode": "eval", "scenario": "call", "task": "head"}, {"mode": "eval", "scenario": "decode", "task": "head"},
+                     {"mode": "train", "scenario": "call", "task": "base"}]
+
+    calls: list[list[str]] = []
+    together = {"eval-decode": [True], "train-call": [False, True]}  # train: fixed only with its own bundle
+
+    def fake_cli(args, env, log, timeout=None):  # the child processes' answers (their own tests run them for real)
+        calls.append(args)
+        mode, scenario = args[args.index("--mode") + 1], args[args.index("--scenario") + 1]
+        js = Path(args[args.index("--json") + 1])
+        if args[0] == "fix":
+            js.write_text(json.dumps([{"cluster": f"GB0170@{mode}", "status": "fixed", "source": "rewrite:x",
+                                       "bundle_dir": f"b-{mode}-{scenario}"}]))
+        else:
+            ok = together[f"{mode}-{scenario}"].pop(0)
+            js.write_text(json.dumps({"passed": ok, "checks": [{"name": "full_graph", "passed": ok, "detail": "d"}]}))
+        return 0, ""
+
+    monkeypatch.setattr(rr, "_cli", fake_cli)
+    opts = rr.ReplayOptions(out=tmp_path, versions=[], previous="", wheels=tmp_path, envs=tmp_path)
+    fix = rr.run_fix(opts, {}, tmp_path / "r.yaml", tmp_path / "fix", "t", 600, items)
+    assert fix.status == "fixed", fix
+    assert [c[0] for c in calls] == ["fix", "verify", "verify", "fix", "verify"]
+    assert [(i["mode"], i["scenario"], i["by"]) for i in fix.items] == [
+        ("eval", "call", "fix"), ("eval", "decode", "together"), ("train", "call", "fix")]
+    assert calls[-1][1:3] == ["b-eval-call", "b-train-call"]  # the last judgement applies both bundles
+    assert "--task" in calls[0] and calls[0][calls[0].index("--task") + 1] == "head"
+
+    # an item the bundles leave broken, whose own fix fails: the type is not fixed
+    calls.clear()
+    together = {"eval-decode": [False]}
+
+    def failing_fix(args, env, log, timeout=None):
+        if args[0] == "fix" and "decode" in args:
+            Path(args[args.index("--json") + 1]).write_text(json.dumps([{"cluster": "c", "status": "not_fixed"}]))
+            return 0, ""
+        return fake_cli(args, env, log, timeout)
+
+    monkeypatch.setattr(rr, "_cli", failing_fix)
+    fix = rr.run_fix(opts, {}, tmp_path / "r.yaml", tmp_path / "fix", "t", 600, items)
+    assert fix.status == "not_fixed" and fix.items[-1]["status"] == "not_fixed"
+    assert "eval-decode" in fix.note or "head-eval-decode" in fix.note

@@ -11,7 +11,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from .choices import DEFAULT_FIX_OUT, TASK_HELP, Device, parse_task, require_device, require_expected_transformers
+from .choices import DEFAULT_FIX_OUT, TASK_HELP, Device, Mode, Scenario, parse_task, require_device, require_expected_transformers
 
 
 def _split(values: Optional[list[str]]) -> Optional[list[str]]:
@@ -54,6 +54,8 @@ def register(app: typer.Typer) -> None:
         usd_per_mtok_in: float = typer.Option(0.0, "--usd-per-mtok-in", help="price of 1M prompt tokens"),
         usd_per_mtok_out: float = typer.Option(0.0, "--usd-per-mtok-out", help="price of 1M completion tokens"),
         device: Device = typer.Option(Device.cpu),
+        mode: Mode = typer.Option(Mode.eval, help="the item to fix: eval, or train (a break only training hits)"),
+        scenario: Scenario = typer.Option(Scenario.call, help="the item to fix: call, decode, ... (as `run --scenario`)"),
         backend: str = typer.Option("inductor", help="torch.compile backend for the checks"),
         batch_size: int = typer.Option(2, min=2),
         seq_len: int = typer.Option(32, min=2),
@@ -127,7 +129,8 @@ def register(app: typer.Typer) -> None:
             return
         opts = FixOptions(out_dir=out, cluster=cluster, from_triage=from_triage, attempts=attempts, samples=samples,
                           rewrites=not no_rewrites, history=list(history or []),
-                          spec={"device": dev, "backend": backend, "batch_size": batch_size, "seq_len": seq_len,
+                          spec={"device": dev, "mode": mode.value, "scenario": scenario.value, "backend": backend,
+                                "batch_size": batch_size, "seq_len": seq_len,
                                 "task": task, "repeats": repeats, "timeout_s": timeout,
                                 **({"registry": str(registry.resolve())} if registry else {})},
                           max_clusters=max_clusters, recipes=not no_recipes, always_agent=always_agent,
@@ -164,10 +167,15 @@ def register(app: typer.Typer) -> None:
         backend: Optional[str] = typer.Option(None, help="override the bundle's torch.compile backend"),
         summary: Optional[Path] = typer.Option(None, help="also write the Markdown summary here"),
         json_path: Optional[Path] = typer.Option(None, "--json", help="write the verifications as JSON here (- for stdout)"),
+        together: bool = typer.Option(False, help="judge the bundles applied together on one item (--mode, --scenario, "
+                                      "--task): one graph, numerics, gates; the bot's check that a type is supported"),
+        mode: Optional[Mode] = typer.Option(None, help="with --together: the item's mode (default: the bundle's)"),
+        scenario: Optional[Scenario] = typer.Option(None, help="with --together: the item's scenario"),
+        task: Optional[str] = typer.Option(None, callback=parse_task, help="with --together: the item's task"),
     ) -> None:
         """Re-run each bundle's model unpatched and with the bundle's patch (overlay) or recipe:
         same checks as `fix`. Writes a Markdown summary (to GITHUB_STEP_SUMMARY when set);
-        exits 1 when any bundle fails."""
+        exits 1 when any bundle fails. With --together: one item judged with all the bundles."""
         from ..fix.bundle import FixBundle
         from ..fix.judge.overlay import PatchApplyError
         from ..fix.judge.patchguard import PatchRejected
@@ -183,6 +191,9 @@ def register(app: typer.Typer) -> None:
                 err.print(f"[red]error:[/red] {e}")
                 raise typer.Exit(2)
         _require_sandbox(err, unsafe_no_sandbox)
+        if together:
+            _verify_together(err, bundles, dev, mode, scenario, task, json_path)
+            return
         results = []
         cache: dict = {}  # unpatched runs shared by bundles of the same model
         for b in bundles:
@@ -210,3 +221,27 @@ def register(app: typer.Typer) -> None:
                                    for n, v, e in results])
         if not all(v is not None and v.passed for _, v, _ in results):
             raise typer.Exit(1)
+
+
+def _verify_together(err: Console, bundles: list[Path], device: str, mode, scenario, task, json_path) -> None:
+    from ..fix.judge.overlay import PatchApplyError
+    from ..fix.judge.patchguard import PatchRejected
+    from ..fix.judge.together import TogetherError, judge_item
+    from ..outputs import to_stdout, write_json
+    from ..progress import stages
+
+    with stages(err, f"verify {len(bundles)} bundle(s) together") as say:
+        say("re-running the item unpatched and with every bundle applied")
+        try:
+            res = judge_item(bundles, mode=mode.value if mode else None, scenario=scenario.value if scenario else None,
+                             task=task, device=device)
+        except (TogetherError, PatchRejected, PatchApplyError) as e:
+            err.print(f"[red]error:[/red] {e}")
+            raise typer.Exit(2)
+    lines = [f"{res.model_id} {res.item}: {'PASS' if res.passed else 'FAIL'}"]
+    lines += [f"  {c.name}: {'pass' if c.passed else 'FAIL'}  {c.detail[:300]}" for c in res.checks]
+    Console(stderr=to_stdout(json_path)).print("\n".join(lines), markup=False, highlight=False)
+    if json_path:
+        write_json(json_path, res.to_dict())
+    if not res.passed:
+        raise typer.Exit(1)

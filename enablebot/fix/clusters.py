@@ -38,9 +38,16 @@ def error_break(result: RunResult) -> GraphBreak | None:
 
 
 def breaks_of(result: RunResult) -> list[GraphBreak]:
-    """What a fix may address in a run: its graph breaks, and the compile error when there is one."""
+    """What a fix may address in a run: its graph breaks, and the compile error when there is one.
+    Where the explain pass recorded no break but `fullgraph=True` failed on one (a break whose
+    graph Dynamo never handed to the backend, e.g. layerdrop's `torch.rand([]) < p` in training),
+    that failure is the break: the run's verdict rests on it, so a fix must be able to address it."""
     eb = error_break(result)
-    return [*result.graph_breaks, *([eb] if eb is not None else [])]
+    found = list(result.graph_breaks)
+    fg = result.fullgraph_error
+    if not found and result.fullgraph_ok is False and fg is not None and fg.user_frame is not None:
+        found.append(fg)
+    return [*found, *([eb] if eb is not None else [])]
 
 
 def key_of(ref: ClusterRef) -> str:

@@ -20,6 +20,8 @@ def repro_command(spec: RunSpec) -> str:
     args = ["enablebot", "run", spec.model_id, "--device", spec.device, "--backend", spec.backend,
             "--mode", spec.mode, "--dtype", spec.dtype, "--batch-size", str(spec.batch_size),
             "--seq-len", str(spec.seq_len)]
+    if spec.scenario_name != "call":
+        args += ["--scenario", spec.scenario_name]
     if spec.task:
         args += ["--task", spec.task]
     return " ".join(shlex.quote(a) for a in args)

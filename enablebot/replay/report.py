@@ -166,6 +166,9 @@ def markdown(rep: ReplayReport) -> str:
         day0 = ("missing dependency" if r.day0_missing else "supported" if r.day0_supported else "full graph, numerics " + str(r.day0_numerics) if r.day0_full_graph
                 else "breaks" if r.day0_built else "not built")
         bot = "-" if r.bot is None else r.bot.status + (f" ({', '.join(r.bot.sources)})" if r.bot.sources else "")
+        if r.bot is not None and r.bot.status == "fixed":
+            # which items were judged: older results judged the eval call only
+            bot += f"; {_items_judged(r.bot.items)}"
         lines.append(f"| {r.model_type} | {r.new_in} | {day0} | {', '.join(r.day0_breaks) or '-'} "
                      f"| {r.human_supported_in or ('never (to ' + r.last_seen_in + ')' if r.day0_built else '-')} "
                      f"| {'-' if r.human_releases is None else r.human_releases} / {_days(r.human_days)} "
@@ -284,3 +287,10 @@ def html_body(rep: ReplayReport) -> str:
             + table([("type", "text"), ("new in", "text"), ("outcome", "text"), ("breaks at day 0", "text"),
                      ("human: supported in", "text"), ("releases / days", "text"), ("bot at day 0", "text"),
                      ("bot time", "text")], type_rows_, caption="Per type", sortable=True))
+
+
+def _items_judged(items: list[dict]) -> str:
+    if not items:
+        return "the eval call judged"
+    together = sum(i.get("by") == "together" for i in items)
+    return f"{len(items)} breaking item(s) one graph" + (f", {together} by the bundles together" if together else "")

@@ -401,7 +401,7 @@ def _fix(opts, state, rs, env, registry, d, last_ok, budget, say) -> StepRecord 
         if left is not None and left < 1.0:
             return None
         cap = opts.fix_minutes * 60 if left is None else min(opts.fix_minutes * 60, left * 60)
-        fix = run_fix(opts, env, registry, d / "fix", mt, cap)
+        fix = run_fix(opts, env, registry, d / "fix", mt, cap, breaking_items(opts.out, rs.version, mt))
         bot = BotState.load(opts.out)
         bot.types[mt] = fix
         bot.save(opts.out)
@@ -444,28 +444,114 @@ def fix_pass(opts: ReplayOptions, say: Callable[[str], None] = print) -> BotStat
     return BotState.load(opts.out)
 
 
-def run_fix(opts: ReplayOptions, env: dict, registry: Path, out: Path, mt: str, cap_s: float) -> BotFix:
-    js = out / f"{mt}.outcomes.json"
-    args = ["fix", mt, "--registry", str(registry), "--out", str(out), "--device", "cpu",
-            "--attempts", str(opts.fix_attempts), "--samples", str(opts.fix_samples), "--max-tokens", str(opts.fix_max_tokens), "--json", str(js)]
-    if opts.llm_model:
-        args += ["--llm-model", opts.llm_model]
+def breaking_items(out: Path, version: str, mt: str) -> list[dict[str, str | None]]:
+    """The day-0 items of a type that are not one graph (a break or a compile error), as `fix`
+    options: eval before train, the padded call before the other scenarios."""
+    from ..sweep.checkpoint import RESULTS_FILE, load_results
+
+    f = release_dir(out, version) / "dynamo" / RESULTS_FILE
+    rs = [r for r in (load_results(f).values() if f.exists() else []) if r.spec.model_id == mt
+          and r.verdict in ("graph_break", "compile_error")]
+    items = {(r.spec.mode, r.spec.scenario_name, r.spec.task) for r in rs}
+    order = sorted(items, key=lambda t: (t[0] != "eval", t[1] != "call", str(t[2])))
+    return [{"mode": m, "scenario": sc, "task": t} for m, sc, t in order]
+
+
+def _item_slug(item: dict) -> str:
+    return "-".join(str(item.get(k) or "main") for k in ("task", "mode", "scenario"))
+
+
+def _item_args(item: dict) -> list[str]:
+    args = ["--mode", str(item.get("mode") or "eval"), "--scenario", str(item.get("scenario") or "call")]
+    return args + (["--task", str(item["task"])] if item.get("task") else [])
+
+
+def run_fix(opts: ReplayOptions, env: dict, registry: Path, out: Path, mt: str, cap_s: float,
+            items: list[dict] | None = None) -> BotFix:
+    """The bot on one type: `enablebot fix` on its first breaking item; every other breaking item
+    is then judged with the verified bundles applied together (`verify --together`), and fixed in
+    its own right where they do not make it one graph. The type counts as fixed only when every
+    breaking item is one graph with numerics passing under the bundles together."""
+    items = items or [{"mode": "eval", "scenario": "call", "task": None}]
+    out.mkdir(parents=True, exist_ok=True)
     t0 = time.time()
+    deadline = t0 + cap_s
+    bundles: list[str] = []
+    outcomes_all: list[dict] = []
+    done: list[dict] = []
+    sources: set[str] = set()
+
+    def left() -> float:
+        return deadline - time.time()
+
+    def finish(status: str, note: str) -> BotFix:
+        fixed = [o for o in outcomes_all if o.get("status") == "fixed"]
+        return BotFix(status=status, seconds=round(time.time() - t0, 1), clusters=len(outcomes_all),
+                      fixed_clusters=len(fixed), sources=sorted(sources), note=note[:300], items=done)
+
+    for n, item in enumerate(items):
+        slug = _item_slug(item)
+        if bundles:
+            ok, why = _judge_together(env, out, mt, bundles, item, left())
+            if ok is None:
+                return finish("timeout", f"no verified fix within {cap_s / 60:.0f} min ({slug} not judged)")
+            if ok:
+                done.append({**item, "status": "fixed", "by": "together"})
+                continue
+        # The first item's bundles keep the historical layout (OUT/<type>/<cluster>); a later
+        # item's go beside them, so that a cluster key both items share is not overwritten.
+        item_out = out if n == 0 else out / f"{mt}.{slug}"
+        js = out / (f"{mt}.outcomes.json" if n == 0 else f"{mt}.{slug}.outcomes.json")
+        args = ["fix", mt, "--registry", str(registry), "--out", str(item_out), "--device", "cpu", *_item_args(item),
+                "--attempts", str(opts.fix_attempts), "--samples", str(opts.fix_samples),
+                "--max-tokens", str(opts.fix_max_tokens), "--json", str(js)]
+        if opts.llm_model:
+            args += ["--llm-model", opts.llm_model]
+        js.unlink(missing_ok=True)
+        if left() <= 0:
+            return finish("timeout", f"no verified fix within {cap_s / 60:.0f} min ({slug} not tried)")
+        rc, text = _cli(args, env, out / f"{mt}.log", timeout=left())
+        if rc == 124:
+            return finish("timeout", f"no verified fix within {cap_s / 60:.0f} min")
+        try:
+            outcomes = json.loads(js.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            tail = text.strip().splitlines()[-1][:200] if text.strip() else ""
+            return finish("error", f"fix exit {rc}: {tail}")
+        outcomes_all += outcomes
+        fixed = [o for o in outcomes if o.get("status") == "fixed"]
+        sources |= {o.get("source") or o.get("kind") or "?" for o in fixed}
+        if not outcomes or len(fixed) != len(outcomes):
+            done.append({**item, "status": "not_fixed", "by": "fix"})
+            return finish("not_fixed", "; ".join(f"{slug} {o.get('cluster')}: {o.get('status')}" for o in outcomes
+                                                 if o.get("status") != "fixed") or f"{slug}: no outcome")
+        bundles += [b for b in dict.fromkeys(o.get("bundle_dir") for o in fixed) if b and b not in bundles]
+        if n > 0:  # this item's bundles with the earlier ones: judged together once more
+            ok, why = _judge_together(env, out, mt, bundles, item, left())
+            if not ok:
+                done.append({**item, "status": "not_fixed", "by": "together"})
+                return finish("timeout" if ok is None else "not_fixed", f"{slug}: the bundles together: {why}")
+        done.append({**item, "status": "fixed", "by": "fix"})
+    return finish("fixed", "" if len(items) == 1 else f"{len(items)} breaking items, each one graph with the bundles")
+
+
+def _judge_together(env: dict, out: Path, mt: str, bundles: list[str], item: dict,
+                    left_s: float) -> tuple[bool | None, str]:
+    """`enablebot verify --together` on one item: (passed, why not); None when out of time."""
+    if left_s <= 0:
+        return None, "out of time"
+    js = out / f"{mt}.{_item_slug(item)}.together.json"
     js.unlink(missing_ok=True)
-    rc, text = _cli(args, env, out / f"{mt}.log", timeout=cap_s)
-    secs = round(time.time() - t0, 1)
+    rc, text = _cli(["verify", *bundles, "--together", "--device", "cpu", *_item_args(item), "--json", str(js)],
+                    env, out / f"{mt}.log", timeout=left_s)
     if rc == 124:
-        return BotFix(status="timeout", seconds=secs, note=f"no verified fix within {cap_s / 60:.0f} min")
+        return None, "out of time"
     try:
-        outcomes = json.loads(js.read_text(encoding="utf-8"))
+        res = json.loads(js.read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        tail = text.strip().splitlines()[-1][:200] if text.strip() else ""
-        return BotFix(status="error", seconds=secs, note=f"fix exit {rc}: {tail}")
-    fixed = [o for o in outcomes if o.get("status") == "fixed"]
-    status = "fixed" if outcomes and len(fixed) == len(outcomes) else "not_fixed"
-    return BotFix(status=status, seconds=secs, clusters=len(outcomes), fixed_clusters=len(fixed),
-                  sources=sorted({o.get("source") or o.get("kind") or "?" for o in fixed}),
-                  note="; ".join(f"{o.get('cluster')}: {o.get('status')}" for o in outcomes if o.get("status") != "fixed")[:300])
+        return False, (text.strip().splitlines() or [f"verify exit {rc}"])[-1][:200]
+    why = "; ".join(f"{c['name']}: {c['detail'][:120]}" for c in res.get("checks", []) if not c.get("passed"))
+    return bool(res.get("passed")), why or res.get("error", "")
 
 
 _STEP_FUNCS = {"day0": _day0, "follow": _follow, "inductor": _inductor, "fix": _fix}

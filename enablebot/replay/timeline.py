@@ -64,6 +64,9 @@ class BotFix(Serializable):
     fixed_clusters: int = 0
     sources: list[str] = field(default_factory=list)  # recipe | rewrite:<entry> | model ...
     note: str = ""
+    # the breaking day-0 items (mode, scenario, task) and how each ended: fixed by its own `fix`,
+    # or by the bundles together (`verify --together`); empty in older results (the eval call only)
+    items: list[dict] = field(default_factory=list)
 
 
 @dataclass

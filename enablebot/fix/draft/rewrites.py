@@ -25,6 +25,7 @@ from typing import Callable
 import yaml
 
 from ...shipped import package_data
+from ..judge import pyspan  # AST helpers shared with the judge (the drafter may use them; never the reverse)
 
 DEFAULT_PLAYBOOK = package_data("data", "playbook.yaml")
 
@@ -1151,6 +1152,100 @@ def opaque_grouped_mm(site: Site) -> Edit | None:
                      "for inputs the grouped-mm fake kernel rejects (not bfloat16)")
 
 
+# --- draw-only-when-enabled --------------------------------------------------------------------
+
+_DRAWS = ("torch.rand", "torch.rand_like")
+
+
+def _is_draw(node: ast.AST) -> bool:
+    """`torch.rand([])` / `torch.rand(())` / `torch.rand(1)`: one uniform draw as a tensor."""
+    return isinstance(node, ast.Call) and ast.unparse(node.func) in _DRAWS
+
+
+def _is_training(node: ast.AST) -> bool:
+    return isinstance(node, ast.Attribute) and node.attr == "training" and _is_dotted(node)
+
+
+def _draw_names(func: ast.AST) -> set[str]:
+    """Names bound (only) to a uniform draw in the function: `p = torch.rand([])`."""
+    bound: dict[str, list[ast.expr]] = {}
+    for n in ast.walk(func):
+        if isinstance(n, ast.Assign):
+            for t in n.targets:
+                if isinstance(t, ast.Name):
+                    bound.setdefault(t.id, []).append(n.value)
+    return {k for k, vs in bound.items() if vs and all(_is_draw(v) for v in vs)}
+
+
+def _draw_threshold(cmp: ast.AST, draws: set[str]) -> ast.expr | None:
+    """The probability `p` of a `<draw> < p` comparison, `p` an attribute chain (`self.layerdrop`,
+    `self.config.layerdrop`): a Python number on the module, not a tensor."""
+    if not (isinstance(cmp, ast.Compare) and len(cmp.ops) == 1 and isinstance(cmp.ops[0], ast.Lt)):
+        return None
+    left, right = cmp.left, cmp.comparators[0]
+    if not (_is_draw(left) or (isinstance(left, ast.Name) and left.id in draws)):
+        return None
+    return right if isinstance(right, ast.Attribute) and _is_dotted(right) else None
+
+
+def draw_only_when_enabled(site: Site) -> Edit | None:
+    """A stochastic layer skip drawn as a tensor: `if self.training:` / `dropout_probability =
+    torch.rand([])` / `if dropout_probability < self.layerdrop:` (or `self.training and torch.rand([])
+    < p` in one expression). The tensor comparison is a data-dependent branch on every layer, even
+    at the default probability 0. The training test becomes `self.training and p > 0.0`: with
+    p = 0 (a Python number) nothing is drawn and no layer is ever skipped, as before; with p > 0 the
+    draw and its branch are unchanged. Every such training test of the function is edited (one per
+    layer loop); only when the break is at one of the draws' comparisons or at a test that reads
+    the flag one of them sets."""
+    loc = _locate(site)
+    if loc is None or loc.stmt is None:
+        return None
+    func, parents = loc.func, pyspan.parents(loc.func)
+    draws = _draw_names(func)
+    inserts: dict[tuple[int, int], str] = {}  # (line, column after `self.training`) -> text to insert
+    flag_stmts: list[ast.stmt] = []
+    for cmp in ast.walk(func):
+        p = _draw_threshold(cmp, draws)
+        if p is None:
+            continue
+        guard: ast.AST | None = None
+        node: ast.AST = cmp
+        while node in parents and guard is None:
+            up = parents[node]
+            if isinstance(up, ast.BoolOp) and isinstance(up.op, ast.And):
+                guard = next((v for v in up.values[: up.values.index(node)] if _is_training(v)), None)
+            elif isinstance(up, ast.If) and node is not up.test and _is_training(up.test):
+                guard = up.test
+            elif isinstance(up, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                break
+            node = up
+        if guard is None or guard.end_lineno != guard.lineno:
+            continue
+        stmt = cmp
+        while stmt in parents and not isinstance(stmt, ast.stmt):
+            stmt = parents[stmt]
+        flag_stmts.append(stmt)  # type: ignore[arg-type]
+        inserts[(guard.end_lineno, guard.end_col_offset)] = f" and {ast.unparse(p)} > 0.0"
+    if not inserts:
+        return None
+    # The break is one of these comparisons, or a test reading a flag they set (`if not drop:`).
+    at_site = any(s.lineno <= site.lineno <= (s.end_lineno or s.lineno) for s in flag_stmts)
+    flags = {t.id for s in flag_stmts if isinstance(s, ast.Assign) for t in s.targets if isinstance(t, ast.Name)}
+    reads = loc.stmt is not None and any(isinstance(n, ast.Name) and n.id in flags
+                                         for n in ast.walk(loc.stmt.test if isinstance(loc.stmt, ast.If) else loc.stmt))
+    if not (at_site or reads):
+        return None
+    lines = list(loc.lines)
+    for (ln, col), text in sorted(inserts.items(), reverse=True):
+        raw = lines[ln - 1]
+        # col_offset counts UTF-8 bytes
+        b = raw.encode("utf-8")
+        lines[ln - 1] = (b[:col] + text.encode("utf-8") + b[col:]).decode("utf-8")
+    note = (f"{len(inserts)} stochastic layer skip(s) in {loc.qualname} drawn only when enabled: "
+            + ", ".join(sorted(set(inserts.values()))).replace(" and ", "").strip())
+    return _checked(loc, "".join(lines), note)
+
+
 CHECKS: dict[str, Callable[[Site], bool]] = {
     "experts-layout-without-decorator": experts_layout_without_decorator,
 }
@@ -1165,4 +1260,5 @@ CODEMODS: dict[str, Callable[[Site], Edit | None]] = {
     "past-tokens-from-mask-length": past_tokens_from_mask_length,
     "dense-segment-loop": dense_segment_loop,
     "opaque-grouped-mm": opaque_grouped_mm,
+    "draw-only-when-enabled": draw_only_when_enabled,
 }
