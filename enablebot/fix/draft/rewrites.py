@@ -25,7 +25,6 @@ from typing import Callable
 import yaml
 
 from ...shipped import package_data
-from ..judge import pyspan  # AST helpers shared with the judge (the drafter may use them; never the reverse)
 
 DEFAULT_PLAYBOOK = package_data("data", "playbook.yaml")
 
@@ -1200,7 +1199,8 @@ def draw_only_when_enabled(site: Site) -> Edit | None:
     loc = _locate(site)
     if loc is None or loc.stmt is None:
         return None
-    func, parents = loc.func, pyspan.parents(loc.func)
+    func = loc.func
+    parents = {c: n for n in ast.walk(func) for c in ast.iter_child_nodes(n)}  # child -> parent
     draws = _draw_names(func)
     inserts: dict[tuple[int, int], str] = {}  # (line, column after `self.training`) -> text to insert
     flag_stmts: list[ast.stmt] = []
