@@ -551,7 +551,7 @@ def _judge_together(env: dict, out: Path, mt: str, bundles: list[str], item: dic
     except (OSError, ValueError):
         return False, (text.strip().splitlines() or [f"verify exit {rc}"])[-1][:200]
     why = "; ".join(f"{c['name']}: {c['detail'][:120]}" for c in res.get("checks", []) if not c.get("passed"))
-    return bool(res.get("passed")), why or res.get("error", "")
+    return bool(res.get("passed")), why
 
 
 _STEP_FUNCS = {"day0": _day0, "follow": _follow, "inductor": _inductor, "fix": _fix}

@@ -18,7 +18,7 @@ from typing import Any
 from ...results import RunSpec, Serializable
 from ..bundle import FixBundle, Snapshot, read_patch
 from . import gates
-from .verify import Check, Runner, _bundle_spec, default_runner, model_type_of, snapshot, with_candidate
+from .verify import Check, Runner, _bundle_spec, default_runner, model_type_of, one_graph, snapshot, with_candidate
 
 
 @dataclass
@@ -31,10 +31,9 @@ class ItemCheck(Serializable):
     before: Snapshot | None = None
     after: Snapshot | None = None
     checks: list[Check] = field(default_factory=list)
-    error: str = ""
 
     def feedback(self) -> str:
-        return self.error or "; ".join(f"{c.name}: {c.detail}" for c in self.checks if not c.passed)
+        return "; ".join(f"{c.name}: {c.detail}" for c in self.checks if not c.passed)
 
 
 class TogetherError(ValueError):
@@ -102,7 +101,7 @@ def judge_item(bundle_dirs: list[Path], *, mode: str | None = None, scenario: st
     a = out.after
     checks = [Check("runs", after.ok, f"verdict {after.verdict}" + (f": {after.error.message[:400]}" if after.error else ""))]
     if after.ok:
-        whole = after.verdict == "full_graph" and not a.graph_breaks and bool(a.graphs)
+        whole = one_graph(after, a)
         checks.append(Check("full_graph", whole, f"verdict {baseline.verdict} -> {after.verdict}, graphs "
                             f"{out.before.graphs} -> {a.graphs}, breaks {out.before.graph_breaks} -> {a.graph_breaks}"))
         n = after.numerics

@@ -284,6 +284,11 @@ TORCH_SAMPLES = ("gpt2", "bert")
 _SKIP_OR_DISABLE = re.compile(r"disable|skip", re.I)
 
 
+def one_graph(result: RunResult, snap: Snapshot) -> bool:
+    """The run is what a break-free model is: full_graph, one capture per step, no break."""
+    return result.verdict == "full_graph" and not snap.graph_breaks and bool(snap.graphs)
+
+
 def _compile_error_checks(v: Verification, after: RunResult, ref: ClusterRef) -> list[Check]:
     """A compile error's fix has no compiled run to compare with: it must leave the error gone and
     the model as a break-free model is, one graph and no break (a fix that only trades the
@@ -293,7 +298,7 @@ def _compile_error_checks(v: Verification, after: RunResult, ref: ClusterRef) ->
                  + ("gone" if left == 0 else f"still raised: {after.error.message[:300] if after.error else ''}"))
     v.new_clusters = [c.key for c in clusters_of(after.graph_breaks)]
     a = v.after
-    whole = after.verdict == "full_graph" and not a.graph_breaks and bool(a.graphs)
+    whole = one_graph(after, a)
     detail = f"verdict {after.verdict}, graphs {a.graphs}, breaks {a.graph_breaks}"
     if v.new_clusters:
         detail += "; breaks: " + "; ".join(f"{c.key} x{c.count}" for c in clusters_of(after.graph_breaks))
