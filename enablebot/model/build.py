@@ -210,17 +210,35 @@ def build_model(res: Resolved, *, size: str = "tiny", task: str | None = None, s
         raise
     if cls is None:
         raise NoModelClass(f"transformers has no class {class_name!r} for {res.model_type}")
-    from .budget import check_budget
+    from .budget import OverBudget, check_budget, count_params_meta
 
-    check_budget(cls, cfg, size)  # before any allocation: an oversized model is a create_error
-    torch.manual_seed(seed)
     try:
-        model = cls._from_config(cfg) if hasattr(cls, "_from_config") else cls(cfg)
-    except ImportError as e:
-        pkg = missing_package_from(e)
-        if pkg:
-            raise MissingDependency(pkg, str(e).splitlines()[0]) from e
-        raise
+        check_budget(cls, cfg, size)  # before any allocation: an oversized model is a create_error
+    except OverBudget:
+        from .narrow import fit_budget
+
+        fitted = fit_budget(cls, cfg, size, count_params_meta)  # widths the shrink rules missed
+        if fitted is None:
+            raise
+        cfg, narrowed = fitted
+        changes = {**changes, **narrowed}
+    from .repairs import repair
+
+    for _ in range(4):
+        torch.manual_seed(seed)
+        try:
+            model = cls._from_config(cfg) if hasattr(cls, "_from_config") else cls(cfg)
+            break
+        except ImportError as e:
+            pkg = missing_package_from(e)
+            if pkg:
+                raise MissingDependency(pkg, str(e).splitlines()[0]) from e
+            raise
+        except AttributeError as e:  # an attribute the default config lacks (a checkpoint has it)
+            fixed = repair(cfg, e)
+            if fixed is None:
+                raise
+            changes = {**changes, f"{fixed.name} (set: the default config lacks it)": fixed.value}
     model.eval()
     known = catalog.known_architectures().get(res.model_type)
     modality = (res.entry.modality if res.entry else None) or (known.modality if known else "text")

@@ -19,6 +19,10 @@ _MISSING_RE = re.compile(r"missing \d+ required (?:positional|keyword-only) argu
 _BATCH = frozenset({"batch_size", "batch"})
 _SEQ = frozenset({"sequence_length", "seq_len", "target_sequence_length", "num_tokens"})
 _HIDDEN = ("hidden_size", "d_model", "embed_dim", "n_embd", "dim")
+# A codec's latent frames (`(batch_size, hidden_size, frames)`): a short clip's worth, as the
+# registry's codec recipes use; each frame decodes to a hop of samples.
+_FRAMES = frozenset({"frames", "num_frames_latent"})
+FRAMES = 8
 
 
 @dataclass(frozen=True)
@@ -86,6 +90,8 @@ def doc_shape(arg: DocArg, *, config: Any, batch: int, seq_len: int) -> list[int
             out.append(batch)
         elif d in _SEQ:
             out.append(seq_len)
+        elif d in _FRAMES:
+            out.append(FRAMES)
         else:
             names = _HIDDEN if d in _HIDDEN else ((d, "in_channels") if d == "num_channels" else (d,))
             v = _config_int(config, names)

@@ -208,7 +208,9 @@ def recipe_tensor(spec: dict[str, Any], *, config: Any, batch: int, seq_len: int
 
 
 def build_inputs(model: Any, config: Any, modality: str, recipe: dict[str, Any] | None, *,
-                 batch: int = 2, seq_len: int = 32, seed: int = 0) -> dict[str, Any]:
+                 batch: int = 2, seq_len: int = 32, seed: int = 0, notes: list[str] | None = None) -> dict[str, Any]:
+    """The inputs; where the generic layout of a tensor does not run and another does
+    (layouts.py), the other, with what changed appended to `notes`."""
     import torch
 
     gen = torch.Generator().manual_seed(seed)
@@ -224,6 +226,7 @@ def build_inputs(model: Any, config: Any, modality: str, recipe: dict[str, Any] 
                                                           gen=gen, skip=skip)
     for name in recipe.get("drop", []):
         out.pop(name, None)
+    generic = set(out) - set(recipe.get("tensors") or {})
     ctx = Ctx(model=model, config=config, batch=batch, seq_len=seq_len, gen=gen, out=out)
     for name, spec in (recipe.get("tensors") or {}).items():
         out[name] = recipe_tensor(spec, config=config, batch=batch, seq_len=seq_len, gen=gen, ctx=ctx)
@@ -242,10 +245,17 @@ def build_inputs(model: Any, config: Any, modality: str, recipe: dict[str, Any] 
     if recipe.get("tokens"):
         place_tokens(ctx, recipe["tokens"])
     if recipe.get("hook"):  # inputs no tensor recipe can express (e.g. a video inference session)
-        out.update(call_inputs_hook(recipe["hook"], model=model, config=config, batch=batch, seq_len=seq_len,
-                                    gen=gen, out=out))
+        hooked = call_inputs_hook(recipe["hook"], model=model, config=config, batch=batch, seq_len=seq_len,
+                                  gen=gen, out=out)
+        out.update(hooked)
+        generic -= set(hooked)
     for name in recipe.get("drop", []):
         out.pop(name, None)
+    from .layouts import relayout
+
+    out, changed = relayout(model, out, generic, merges_images=image_token(config) is not None)
+    if notes is not None:
+        notes.extend(changed)
     return out
 
 

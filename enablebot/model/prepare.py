@@ -30,6 +30,7 @@ class Prepared:
     recipe: dict[str, Any] = field(default_factory=dict)
     changes: dict[str, Any] = field(default_factory=dict)
     copied: bool = False  # a copy of this process's kept build, not a build of its own
+    layouts: list[str] = field(default_factory=list)  # generic inputs given another layout (layouts.py)
 
 
 def resolve_spec(spec: RunSpec) -> Any:
@@ -72,11 +73,12 @@ def prepare(spec: RunSpec, res: Any = None, *, reuse: bool = True) -> Prepared:
     res = res if res is not None else resolve_spec(spec)
     built = build.build_model(res, size=spec.size, task=spec.task, seed=spec.seed)
     recipe = (res.entry.inputs if res.entry else None) or {}
+    layouts: list[str] = []
     inputs = build_inputs(built.model, built.config, built.modality, recipe,
-                          batch=spec.batch_size, seq_len=spec.seq_len, seed=spec.seed)
+                          batch=spec.batch_size, seq_len=spec.seq_len, seed=spec.seed, notes=layouts)
     prepared = Prepared(model=built.model, config=built.config, inputs=inputs, model_type=res.model_type,
                         class_name=built.class_name, modality=built.modality, recipe=recipe,
-                        changes=built.changes)
+                        changes=built.changes, layouts=layouts)
     if not reuse:
         return prepared
     try:
@@ -92,7 +94,7 @@ def _copy(p: Prepared, copied: bool = False) -> Prepared:
     model = copy.deepcopy(p.model)
     return Prepared(model=model, config=getattr(model, "config", p.config), inputs=copy.deepcopy(p.inputs),
                     model_type=p.model_type, class_name=p.class_name, modality=p.modality, recipe=p.recipe,
-                    changes=p.changes, copied=copied)
+                    changes=p.changes, copied=copied, layouts=p.layouts)
 
 
 def forget() -> None:

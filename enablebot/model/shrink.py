@@ -120,7 +120,7 @@ QUERY_KEYS = {"num_queries"}
 CONV_BASE_KEYS = {"base_channels"}
 VOCAB_KEYS = {"vocab_size"}
 # Prefixed vocabularies (`t2u_vocab_size`, `char_vocab_size`) of sub-models.
-_VOCAB_RE = re.compile(r"_vocab_size$")
+_VOCAB_RE = re.compile(r"_vocab_size$|^vocab_size_")  # t2u_vocab_size, vocab_size_per_layer_input
 MAXPOS_KEYS = {"max_position_embeddings", "n_positions", "max_seq_len", "max_sequence_length", "seq_length"}
 # Audio encoders: frames after the convolutional front end; inputs are 2x this long.
 SOURCE_POS_KEYS = {"max_source_positions"}

@@ -1,0 +1,135 @@
+"""Day 0 with no registry knowledge: the generic rules that build what hand-written recipes built.
+
+Each case is a transformers 5.25 type that failed the day-0 build with a generic entry and has
+a hand-written registry recipe today; the generic rule it exercises builds and runs it without
+that recipe (the registry under test has no entry at all), and says what it changed:
+- layouts.py: another layout of a generic input when the first does not run (a waveform's
+  channel axis, frames-first features, a larger image, audio padded to whole windows);
+- repairs.py: a config attribute the modeling code reads and the default config lacks;
+- narrow.py: widths the shrink rules missed, halved until the model fits the budget;
+- documented.py: a codec's latent `frames`; shrink.py: `vocab_size_per_layer_input`.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import transformers
+
+from enablebot.measure.runner import run_spec
+from enablebot.model.build import build_model
+from enablebot.model.inputs import build_inputs
+from enablebot.model.layouts import relayout
+from enablebot.model.registry import Registry
+from enablebot.model.repairs import repair
+from enablebot.model.resolve import resolve
+from enablebot.results import RunSpec
+
+
+@pytest.fixture(scope="module")
+def no_entry(tmp_path_factory) -> Registry:
+    reg = Registry(path=tmp_path_factory.mktemp("reg") / "model_registry.yaml")
+    reg.save()
+    return reg
+
+
+def _needs(model_type: str):
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
+
+    return pytest.mark.skipif(model_type not in CONFIG_MAPPING_NAMES,
+                              reason=f"{model_type} is not in transformers {transformers.__version__} (CI pins 5.25)")
+
+
+CASES = [
+    # (type, task, what the item's note or the build's changes must say)
+    ("omniasr_ctc", "base", "input_values: waveform with a channel axis"),
+    ("parakeet_tdt", "base", "input_features: features frames first"),
+    ("pp_ocrv6_tiny_rec", "base", "pixel_values: image 2x larger"),
+    ("qwen3_asr_encoder", "base", "input_features: padded to whole windows"),
+    ("step3p7", "base", "config sliding_window=16 on Step3p7TextConfig"),
+    ("qwen2_5_omni_thinker", "base", "config vision_start_token_id="),
+]
+
+
+@pytest.mark.parametrize("model_type,task,said", CASES, ids=[c[0] for c in CASES])
+def test_a_generic_rule_builds_what_a_recipe_built(model_type, task, said, no_entry):
+    if model_type not in transformers.models.auto.configuration_auto.CONFIG_MAPPING_NAMES:
+        pytest.skip(f"{model_type} is not in transformers {transformers.__version__} (CI pins 5.25)")
+    assert no_entry.get(model_type) is None
+    known = Registry.load().entries[model_type]
+    assert known.inputs or known.config  # the hand-written knowledge the generic rule does without
+    r = run_spec(RunSpec(model_id=model_type, task=task, mode="train", pass_name="build",
+                         registry=str(no_entry.path)))
+    assert r.verdict == "eager_ok", r.error
+    assert said in r.note
+
+
+@_needs("t5gemma2_encoder")
+def test_a_config_attribute_read_at_construction_is_set_and_recorded(no_entry):
+    b = build_model(resolve("t5gemma2_encoder", no_entry), task="base")
+    assert b.changes["dropout_rate (set: the default config lacks it)"] == 0.0
+    x = build_inputs(b.model, b.config, b.modality, None)
+    assert torch.isfinite(b.model(**x).last_hidden_state).all()
+
+
+@_needs("muse_spark_audio")
+def test_an_over_budget_model_is_narrowed_and_its_waveform_padded_to_whole_windows(no_entry):
+    b = build_model(resolve("muse_spark_audio", no_entry), task="base")
+    default = type(b.config)()
+    assert b.changes["hidden_sizes"] == [x // 2 for x in default.hidden_sizes]  # halved together, one round
+    assert b.changes["out_hidden_size"] == default.out_hidden_size // 2
+    assert sum(p.numel() for p in b.model.parameters()) <= 100_000_000
+    notes: list[str] = []
+    x = build_inputs(b.model, b.config, b.modality, None, notes=notes)
+    assert x["input_values"].shape[-1] % b.config.samples_per_token == 0
+    assert notes == ["input_values: padded to whole windows (the forward asks for a multiple)"]
+
+
+@_needs("gemma4_text")
+def test_a_per_layer_vocabulary_is_shrunk_like_the_vocabulary(no_entry):
+    b = build_model(resolve("gemma4_text", no_entry), task="base")
+    assert b.config.vocab_size_per_layer_input <= 1024
+
+
+@_needs("mimi_decoder")
+def test_a_codec_decoders_latents_get_their_documented_shape(no_entry):
+    b = build_model(resolve("mimi_decoder", no_entry), task="base")
+    x = build_inputs(b.model, b.config, b.modality, None)
+    assert x["latents"].shape == (2, b.config.hidden_size, 8)
+
+
+def test_a_model_that_runs_keeps_its_generic_layout_and_a_recipe_tensor_is_never_relaid(no_entry):
+    b = build_model(resolve("wav2vec2", no_entry), task="base")
+    notes: list[str] = []
+    x = build_inputs(b.model, b.config, b.modality, None, notes=notes)
+    assert x["input_values"].dim() == 2 and notes == []
+    # A recipe's tensor is the recipe's, even where it does not run: no other layout is tried.
+    recipe = {"tensors": {"input_values": {"shape": ["B", 1, 4000]}}}
+    x = build_inputs(b.model, b.config, b.modality, recipe, notes=notes)
+    assert x["input_values"].shape == (2, 1, 4000) and notes == []
+
+
+def test_no_layout_is_kept_when_none_runs():
+    class Picky(torch.nn.Module):
+        def forward(self, input_values):
+            raise RuntimeError("never runs")
+
+    x = {"input_values": torch.zeros(2, 4000)}
+    out, notes = relayout(Picky(), x, {"input_values"}, merges_images=False)
+    assert out is x and notes == []
+
+
+def test_repairs_only_config_attributes_with_a_known_harmless_value(no_entry):
+    cfg = transformers.LlamaConfig(vocab_size=1024, hidden_size=64, num_hidden_layers=1, num_attention_heads=4,
+                                   intermediate_size=64)
+    # unknown name: nothing is guessed
+    assert repair(cfg, AttributeError("'LlamaConfig' object has no attribute 'num_foo_bars'")) is None
+    assert not hasattr(cfg, "num_foo_bars")
+    # not a config class the tree holds, or not an attribute error at all
+    assert repair(cfg, AttributeError("'NoneType' object has no attribute 'attention_dropout'")) is None
+    assert repair(cfg, RuntimeError("'LlamaConfig' object has no attribute 'attention_multiplier'")) is None
+    fixed = repair(cfg, AttributeError("'LlamaConfig' object has no attribute 'attention_multiplier'"))
+    assert fixed is not None and cfg.attention_multiplier == 1.0
+    fixed = repair(cfg, AttributeError("'LlamaConfig' object has no attribute 'vision_start_token_id'"))
+    used = {cfg.pad_token_id, cfg.bos_token_id, cfg.eos_token_id}
+    assert 0 < cfg.vision_start_token_id < 1024 and cfg.vision_start_token_id not in used
