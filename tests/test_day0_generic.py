@@ -7,6 +7,7 @@ that recipe (the registry under test has no entry at all), and says what it chan
   channel axis, frames-first features, a larger image, audio padded to whole windows);
 - repairs.py: a config attribute the modeling code reads and the default config lacks;
 - narrow.py: widths the shrink rules missed, halved until the model fits the budget;
+- widths.py: a full-size width where it meets a shrunk one (`mat1 and mat2 shapes ...`);
 - documented.py: a codec's latent `frames`; shrink.py: `vocab_size_per_layer_input`.
 """
 
@@ -23,6 +24,7 @@ from enablebot.model.layouts import relayout
 from enablebot.model.registry import Registry
 from enablebot.model.repairs import repair
 from enablebot.model.resolve import resolve
+from enablebot.model.widths import mismatch_candidates
 from enablebot.results import RunSpec
 
 
@@ -48,6 +50,7 @@ CASES = [
     ("qwen3_asr_encoder", "base", "input_features: padded to whole windows"),
     ("step3p7", "base", "config sliding_window=16 on Step3p7TextConfig"),
     ("qwen2_5_omni_thinker", "base", "config vision_start_token_id="),
+    ("nemotron3_diarization", "base", "config head_config.audio_hidden_size=64 (a full-size width met a shrunk one)"),
 ]
 
 
@@ -115,8 +118,8 @@ def test_no_layout_is_kept_when_none_runs():
             raise RuntimeError("never runs")
 
     x = {"input_values": torch.zeros(2, 4000)}
-    out, notes = relayout(Picky(), x, {"input_values"}, merges_images=False)
-    assert out is x and notes == []
+    out, notes, err = relayout(Picky(), x, {"input_values"}, merges_images=False)
+    assert out is x and notes == [] and "never runs" in str(err)
 
 
 def test_repairs_only_config_attributes_with_a_known_harmless_value(no_entry):
@@ -133,3 +136,13 @@ def test_repairs_only_config_attributes_with_a_known_harmless_value(no_entry):
     fixed = repair(cfg, AttributeError("'LlamaConfig' object has no attribute 'vision_start_token_id'"))
     used = {cfg.pad_token_id, cfg.bos_token_id, cfg.eos_token_id}
     assert 0 < cfg.vision_start_token_id < 1024 and cfg.vision_start_token_id not in used
+
+
+def test_only_width_attributes_holding_the_full_size_width_are_candidates():
+    cfg = transformers.LlamaConfig(vocab_size=512, hidden_size=64, num_hidden_layers=1, num_attention_heads=4,
+                                   intermediate_size=512, max_position_embeddings=512)
+    err = RuntimeError("mat1 and mat2 shapes cannot be multiplied (20x64 and 512x64)")
+    # intermediate_size is a width; vocab_size and max_position_embeddings hold 512 too but are not
+    assert mismatch_candidates(cfg, err) == [("intermediate_size", 64)]
+    assert mismatch_candidates(cfg, RuntimeError("shape '[2, 2, 0, 256]' is invalid")) == []
+    assert mismatch_candidates(cfg, None) == []

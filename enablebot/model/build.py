@@ -79,11 +79,12 @@ def pick_class(res: Resolved, task: str | None) -> str:
     return res.class_name or head or base or (known.classes[0] if known else "")
 
 
-def make_config(res: Resolved, size: str):
+def make_config(res: Resolved, size: str, extra: dict[str, Any] | None = None):
+    """The shrunk config, with the registry's overrides and then `extra` (dotted keys)."""
     from transformers import AutoConfig
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
-    overrides = dict(res.entry.config) if res.entry else {}
+    overrides = {**(dict(res.entry.config) if res.entry else {}), **(extra or {})}
     if res.config_dict is None:
         cfg = default_config(res.model_type, overrides, dict(res.entry.config_init) if res.entry else {})
     elif res.remote_code:
@@ -190,14 +191,15 @@ def nested(dotted: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def build_model(res: Resolved, *, size: str = "tiny", task: str | None = None, seed: int = 0) -> Built:
+def build_model(res: Resolved, *, size: str = "tiny", task: str | None = None, seed: int = 0,
+                extra_config: dict[str, Any] | None = None) -> Built:
     import torch
     import transformers
 
     if res.entry:
         check_requires(res.entry.requires)
     try:  # a config or a modeling module can need an optional package too (TimmWrapperConfig: timm)
-        cfg, changes = make_config(res, size)
+        cfg, changes = make_config(res, size, extra_config)
         if res.remote_code:
             class_name, cls = remote_class(res, task)
         else:

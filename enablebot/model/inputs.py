@@ -208,9 +208,11 @@ def recipe_tensor(spec: dict[str, Any], *, config: Any, batch: int, seq_len: int
 
 
 def build_inputs(model: Any, config: Any, modality: str, recipe: dict[str, Any] | None, *,
-                 batch: int = 2, seq_len: int = 32, seed: int = 0, notes: list[str] | None = None) -> dict[str, Any]:
+                 batch: int = 2, seq_len: int = 32, seed: int = 0, notes: list[str] | None = None,
+                 failure: list[BaseException] | None = None) -> dict[str, Any]:
     """The inputs; where the generic layout of a tensor does not run and another does
-    (layouts.py), the other, with what changed appended to `notes`."""
+    (layouts.py), the other, with what changed appended to `notes`. Where nothing runs, the
+    trial forward's error is appended to `failure` (prepare.py tries other widths on it)."""
     import torch
 
     gen = torch.Generator().manual_seed(seed)
@@ -253,9 +255,11 @@ def build_inputs(model: Any, config: Any, modality: str, recipe: dict[str, Any] 
         out.pop(name, None)
     from .layouts import relayout
 
-    out, changed = relayout(model, out, generic, merges_images=image_token(config) is not None)
+    out, changed, err = relayout(model, out, generic, merges_images=image_token(config) is not None)
     if notes is not None:
         notes.extend(changed)
+    if failure is not None and err is not None:
+        failure.append(err)
     return out
 
 

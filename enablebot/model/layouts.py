@@ -102,10 +102,11 @@ def _whole_windows(inputs: dict[str, Any], generic: set[str], err: BaseException
 
 
 def relayout(model: Any, inputs: dict[str, Any], generic: set[str], *,
-             merges_images: bool) -> tuple[dict[str, Any], list[str]]:
+             merges_images: bool) -> tuple[dict[str, Any], list[str], BaseException | None]:
     """`inputs` as they are when they run; else, first, the config attributes the forward says
     are missing (repairs.py, set on the model's config), then the first other layout of one
-    generic tensor that runs. Returns the inputs and what was changed."""
+    generic tensor that runs. Returns the inputs, what was changed, and the trial forward's
+    error where nothing ran (None when the inputs run)."""
     from .repairs import repair
 
     notes: list[str] = []
@@ -117,14 +118,14 @@ def relayout(model: Any, inputs: dict[str, Any], generic: set[str], *,
         notes.append(str(fixed))
         err = trial_forward(model, inputs)
     if err is None:
-        return inputs, notes
+        return inputs, notes, None
     whole = _whole_windows(inputs, generic, err, getattr(model, "config", None))
     if whole is not None and trial_forward(model, whole) is None:
         name = next(n for n in _AUDIO if n in generic and n in inputs)
-        return whole, [*notes, f"{name}: padded to whole windows (the forward asks for a multiple)"]
+        return whole, [*notes, f"{name}: padded to whole windows (the forward asks for a multiple)"], None
     for lay in (lay for lay in LAYOUTS if _applies(lay, inputs, generic, merges_images)):
         trial = dict(inputs)
         trial[lay.arg] = lay.apply(inputs[lay.arg])
         if trial_forward(model, trial) is None:
-            return trial, [*notes, f"{lay.arg}: {lay.name} (the generic layout did not run)"]
-    return inputs, notes
+            return trial, [*notes, f"{lay.arg}: {lay.name} (the generic layout did not run)"], None
+    return inputs, notes, err

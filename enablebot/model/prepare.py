@@ -74,8 +74,11 @@ def prepare(spec: RunSpec, res: Any = None, *, reuse: bool = True) -> Prepared:
     built = build.build_model(res, size=spec.size, task=spec.task, seed=spec.seed)
     recipe = (res.entry.inputs if res.entry else None) or {}
     layouts: list[str] = []
+    failure: list[BaseException] = []
     inputs = build_inputs(built.model, built.config, built.modality, recipe,
-                          batch=spec.batch_size, seq_len=spec.seq_len, seed=spec.seed, notes=layouts)
+                          batch=spec.batch_size, seq_len=spec.seq_len, seed=spec.seed, notes=layouts, failure=failure)
+    if failure:
+        built, inputs = _other_widths(res, spec, built, recipe, failure[0], layouts, (built, inputs))
     prepared = Prepared(model=built.model, config=built.config, inputs=inputs, model_type=res.model_type,
                         class_name=built.class_name, modality=built.modality, recipe=recipe,
                         changes=built.changes, layouts=layouts)
@@ -87,6 +90,41 @@ def prepare(spec: RunSpec, res: Any = None, *, reuse: bool = True) -> Prepared:
         return prepared
     _LAST[:] = [(key, prepared)] + [(k, p) for k, p in _LAST if k != key][:KEEP - 1]
     return copied
+
+
+def _other_widths(res: Any, spec: RunSpec, built: Any, recipe: dict[str, Any], err: BaseException,
+                  layouts: list[str], fallback: tuple[Any, Any], rounds: int = 3) -> tuple[Any, Any]:
+    """Rebuilt with a full-size width set to the shrunk one it meets (widths.py), where the
+    forward then runs; a candidate that moves the failure to another product is kept for the
+    next round. `fallback` (the build as it was) where none runs."""
+    from . import build
+    from .inputs import build_inputs
+    from .widths import mismatch_candidates
+
+    extra: dict[str, Any] = {}
+    for _ in range(rounds):
+        moved = None
+        for key, value in mismatch_candidates(built.config, err):
+            try:
+                cand = build.build_model(res, size=spec.size, task=spec.task, seed=spec.seed,
+                                         extra_config={**extra, key: value})
+                notes: list[str] = []
+                failure: list[BaseException] = []
+                inputs = build_inputs(cand.model, cand.config, cand.modality, recipe, batch=spec.batch_size,
+                                      seq_len=spec.seq_len, seed=spec.seed, notes=notes, failure=failure)
+            except Exception:  # noqa: BLE001 - a candidate its config or model refuses is not the one
+                continue
+            if not failure:
+                layouts[:] = [*notes, *(f"config {k}={v} (a full-size width met a shrunk one)"
+                                        for k, v in {**extra, key: value}.items())]
+                return cand, inputs
+            if moved is None and str(failure[0]) != str(err) and mismatch_candidates(cand.config, failure[0]):
+                moved = (key, value, cand, failure[0])
+        if moved is None:
+            break
+        key, value, built, err = moved
+        extra[key] = value
+    return fallback
 
 
 def _copy(p: Prepared, copied: bool = False) -> Prepared:
