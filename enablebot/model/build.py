@@ -31,6 +31,7 @@ class Built:
     class_name: str
     modality: str
     changes: dict[str, Any] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)  # what a generic fallback changed (narrow.py, repairs.py)
 
 
 _MISSING_RE = re.compile(
@@ -214,6 +215,8 @@ def build_model(res: Resolved, *, size: str = "tiny", task: str | None = None, s
         raise NoModelClass(f"transformers has no class {class_name!r} for {res.model_type}")
     from .budget import OverBudget, check_budget, count_params_meta
 
+    notes: list[str] = []
+
     try:
         check_budget(cls, cfg, size)  # before any allocation: an oversized model is a create_error
     except OverBudget:
@@ -224,6 +227,8 @@ def build_model(res: Resolved, *, size: str = "tiny", task: str | None = None, s
             raise
         cfg, narrowed = fitted
         changes = {**changes, **narrowed}
+        notes.append(f"config widths halved to fit the {size} budget: "
+                     + ", ".join(f"{k}={v}" for k, v in narrowed.items()))
     from .repairs import repair
 
     for _ in range(4):
@@ -241,13 +246,14 @@ def build_model(res: Resolved, *, size: str = "tiny", task: str | None = None, s
             if fixed is None:
                 raise
             changes = {**changes, f"{fixed.name} (set: the default config lacks it)": fixed.value}
+            notes.append(str(fixed))
     model.eval()
     known = catalog.known_architectures().get(res.model_type)
     modality = (res.entry.modality if res.entry else None) or (known.modality if known else "text")
     if res.entry and res.entry.hook:
         model = call_hook(res.entry.hook, model=model, config=cfg)
         cfg = getattr(model, "config", cfg)  # a hook may return a sub-model with its sub-config
-    return Built(model=model, config=cfg, class_name=class_name, modality=modality, changes=changes)
+    return Built(model=model, config=cfg, class_name=class_name, modality=modality, changes=changes, notes=notes)
 
 
 def call_hook(ref: str, **kwargs: Any) -> Any:

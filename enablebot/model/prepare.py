@@ -30,7 +30,8 @@ class Prepared:
     recipe: dict[str, Any] = field(default_factory=dict)
     changes: dict[str, Any] = field(default_factory=dict)
     copied: bool = False  # a copy of this process's kept build, not a build of its own
-    layouts: list[str] = field(default_factory=list)  # generic inputs given another layout (layouts.py)
+    # what the generic fallbacks changed (layouts, repairs, narrow, widths), as the item's note says
+    layouts: list[str] = field(default_factory=list)
 
 
 def resolve_spec(spec: RunSpec) -> Any:
@@ -81,7 +82,7 @@ def prepare(spec: RunSpec, res: Any = None, *, reuse: bool = True) -> Prepared:
         built, inputs = _other_widths(res, spec, built, recipe, failure[0], layouts, (built, inputs))
     prepared = Prepared(model=built.model, config=built.config, inputs=inputs, model_type=res.model_type,
                         class_name=built.class_name, modality=built.modality, recipe=recipe,
-                        changes=built.changes, layouts=layouts)
+                        changes=built.changes, layouts=[*built.notes, *layouts])
     if not reuse:
         return prepared
     try:
