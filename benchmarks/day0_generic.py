@@ -9,35 +9,32 @@ changed against an earlier run's results.jsonl.
     PYTHONPATH=. .venv/bin/python benchmarks/day0_generic.py --types results/day0-generic-tf5.25/day0types.txt \
         --out results/day0-generic-tf5.25-rules --before results/day0-generic-tf5.25/results.jsonl
 
-A type counts as built when every item that needs no missing optional package and is not skipped
-built and ran eager, as the replay counts a type (`replay.timeline.TypeRelease.built`).
+A type counts as built as the replay counts it (`replay.timeline.type_release(...).built`): every
+item that needs no missing optional package and is not skipped built and ran eager.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import subprocess
 import sys
 from collections import Counter, defaultdict
 from pathlib import Path
 
-BUILT = {"eager_ok", "full_graph", "graph_break", "compile_error"}
-NOT_COUNTED = {"skipped", "missing_dependency"}
 
+def by_type(path: Path) -> dict[str, list]:
+    from enablebot.sweep.checkpoint import load_results
 
-def by_type(path: Path) -> dict[str, list[dict]]:
-    out: dict[str, list[dict]] = defaultdict(list)
-    for line in path.read_text().splitlines():
-        if line.strip():
-            r = json.loads(line)
-            out[r["spec"]["model_id"]].append(r)
+    out: dict[str, list] = defaultdict(list)
+    for r in load_results(path).values():
+        out[r.spec.model_id].append(r)
     return out
 
 
-def built(items: list[dict]) -> bool:
-    counted = [r for r in items if r["verdict"] not in NOT_COUNTED]
-    return bool(counted) and all(r["verdict"] in BUILT for r in counted)
+def built(items: list) -> bool:
+    from enablebot.replay.timeline import type_release
+
+    return type_release(items, []).built
 
 
 def rule_of(note: str) -> str | None:
@@ -74,7 +71,7 @@ def main() -> None:
     rules: Counter = Counter()
     for items in now.values():
         if built(items):
-            for name in {rule_of(r.get("note") or "") for r in items} - {None}:
+            for name in {rule_of(r.note or "") for r in items} - {None}:
                 rules[name] += 1
     print("types built with each rule's help:", dict(sorted(rules.items())))
     if a.before:

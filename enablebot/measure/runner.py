@@ -198,7 +198,7 @@ def _plan(run: Run) -> None:
                               spec.mode, recipe=run.prepared.recipe)
     if run.plan.skip_reason:
         raise EndRun(Verdict.SKIPPED, run.plan.skip_reason)
-    run.result.note = "; ".join([*run.prepared.layouts, *(getattr(run.plan, "notes", None) or [])])
+    run.result.note = "; ".join([*run.prepared.notes, *(getattr(run.plan, "notes", None) or [])])
 
 
 def _eager(run: Run) -> None:

@@ -144,21 +144,14 @@ def define_token_ids(cfg: Any) -> None:
     """Give every (sub-)config the token-id attributes 4.x configs always had (None). transformers 5.0
     dropped them from the base config while some modeling code still read them (5.0's Glm4vTextModel:
     `config.pad_token_id`); a checkpoint's config.json carries them, so a user never hits that."""
-    from transformers import PretrainedConfig
+    from .configs import configs_in
 
-    seen: set[int] = set()
-    todo = [cfg]
-    while todo:
-        c = todo.pop()
-        if id(c) in seen:
-            continue
-        seen.add(id(c))
+    for c in configs_in(cfg):
         for name in _TOKEN_IDS:
             try:
                 getattr(c, name)
             except AttributeError:
                 setattr(c, name, None)
-        todo += [v for v in vars(c).values() if isinstance(v, PretrainedConfig)]
 
 
 def remote_code_dir(res: Resolved) -> str:

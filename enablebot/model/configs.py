@@ -14,6 +14,21 @@ def text_config(config: Any) -> Any:
         return get()
 
 
+def configs_in(cfg: Any) -> list[Any]:
+    """`cfg` and every sub-config under it, each once."""
+    from transformers import PretrainedConfig
+
+    out, seen, todo = [], set(), [cfg]
+    while todo:
+        c = todo.pop()
+        if id(c) in seen:
+            continue
+        seen.add(id(c))
+        out.append(c)
+        todo += [v for v in vars(c).values() if isinstance(v, PretrainedConfig)]
+    return out
+
+
 def first_attr(config: Any, names: tuple[str, ...], subs: tuple[str, ...] = (), default: Any = None) -> Any:
     """The first of `names` set on the config or on one of its `subs` sub-configs."""
     for c in [config] + [getattr(config, s, None) for s in subs]:

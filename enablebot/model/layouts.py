@@ -75,9 +75,11 @@ _MULTIPLE = re.compile(r"multiple of (?:[^.(]{0,40}\((\d+)\)|(\d+))")
 _AUDIO = ("input_values", "input_features")
 
 
-def _whole_windows(inputs: dict[str, Any], generic: set[str], err: BaseException, config: Any) -> dict[str, Any] | None:
-    """The generic audio input (and every mask over its frames) zero-padded to the next multiple
-    of the window length the error names; None when the error names none or no audio is generic."""
+def _whole_windows(inputs: dict[str, Any], generic: set[str], err: BaseException,
+                   config: Any) -> tuple[str, dict[str, Any]] | None:
+    """(the generic audio input's name, the inputs with it and every mask over its frames
+    zero-padded to the next multiple of the window length the error names); None when the error
+    names none or no audio is generic."""
     import torch
 
     from .padding import _frames_axis
@@ -98,7 +100,7 @@ def _whole_windows(inputs: dict[str, Any], generic: set[str], err: BaseException
     for k, v in inputs.items():  # masks over the same frames: all ones, as an unpadded clip's
         if k != name and torch.is_tensor(v) and v.dim() == 2 and v.shape[-1] == t and not v.is_floating_point():
             out[k] = torch.ones(v.shape[0], want, dtype=v.dtype)
-    return out
+    return name, out
 
 
 def relayout(model: Any, inputs: dict[str, Any], generic: set[str], *,
@@ -120,9 +122,9 @@ def relayout(model: Any, inputs: dict[str, Any], generic: set[str], *,
     if err is None:
         return inputs, notes, None
     whole = _whole_windows(inputs, generic, err, getattr(model, "config", None))
-    if whole is not None and trial_forward(model, whole) is None:
-        name = next(n for n in _AUDIO if n in generic and n in inputs)
-        return whole, [*notes, f"{name}: padded to whole windows (the forward asks for a multiple)"], None
+    if whole is not None and trial_forward(model, whole[1]) is None:
+        name, padded = whole
+        return padded, [*notes, f"{name}: padded to whole windows (the forward asks for a multiple)"], None
     for lay in (lay for lay in LAYOUTS if _applies(lay, inputs, generic, merges_images)):
         trial = dict(inputs)
         trial[lay.arg] = lay.apply(inputs[lay.arg])

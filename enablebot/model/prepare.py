@@ -31,7 +31,7 @@ class Prepared:
     changes: dict[str, Any] = field(default_factory=dict)
     copied: bool = False  # a copy of this process's kept build, not a build of its own
     # what the generic fallbacks changed (layouts, repairs, narrow, widths), as the item's note says
-    layouts: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
 
 
 def resolve_spec(spec: RunSpec) -> Any:
@@ -74,15 +74,15 @@ def prepare(spec: RunSpec, res: Any = None, *, reuse: bool = True) -> Prepared:
     res = res if res is not None else resolve_spec(spec)
     built = build.build_model(res, size=spec.size, task=spec.task, seed=spec.seed)
     recipe = (res.entry.inputs if res.entry else None) or {}
-    layouts: list[str] = []
+    notes: list[str] = []
     failure: list[BaseException] = []
     inputs = build_inputs(built.model, built.config, built.modality, recipe,
-                          batch=spec.batch_size, seq_len=spec.seq_len, seed=spec.seed, notes=layouts, failure=failure)
+                          batch=spec.batch_size, seq_len=spec.seq_len, seed=spec.seed, notes=notes, failure=failure)
     if failure:
-        built, inputs = _other_widths(res, spec, built, recipe, failure[0], layouts, (built, inputs))
+        built, inputs = _other_widths(res, spec, built, inputs, recipe, failure[0], notes)
     prepared = Prepared(model=built.model, config=built.config, inputs=inputs, model_type=res.model_type,
                         class_name=built.class_name, modality=built.modality, recipe=recipe,
-                        changes=built.changes, layouts=[*built.notes, *layouts])
+                        changes=built.changes, notes=[*built.notes, *notes])
     if not reuse:
         return prepared
     try:
@@ -93,39 +93,40 @@ def prepare(spec: RunSpec, res: Any = None, *, reuse: bool = True) -> Prepared:
     return copied
 
 
-def _other_widths(res: Any, spec: RunSpec, built: Any, recipe: dict[str, Any], err: BaseException,
-                  layouts: list[str], fallback: tuple[Any, Any], rounds: int = 3) -> tuple[Any, Any]:
+def _other_widths(res: Any, spec: RunSpec, built: Any, inputs: dict[str, Any], recipe: dict[str, Any],
+                  err: BaseException, notes: list[str], rounds: int = 3) -> tuple[Any, Any]:
     """Rebuilt with a full-size width set to the shrunk one it meets (widths.py), where the
-    forward then runs; a candidate that moves the failure to another product is kept for the
-    next round. `fallback` (the build as it was) where none runs."""
+    forward then runs (its notes replace `notes`); a candidate that moves the failure to another
+    product is kept for the next round. `built` and `inputs` as they were where none runs."""
     from . import build
     from .inputs import build_inputs
     from .widths import mismatch_candidates
 
     extra: dict[str, Any] = {}
+    current = built
     for _ in range(rounds):
         moved = None
-        for key, value in mismatch_candidates(built.config, err):
+        for key, value in mismatch_candidates(current.config, err):
             try:
                 cand = build.build_model(res, size=spec.size, task=spec.task, seed=spec.seed,
                                          extra_config={**extra, key: value})
-                notes: list[str] = []
+                cand_notes: list[str] = []
                 failure: list[BaseException] = []
-                inputs = build_inputs(cand.model, cand.config, cand.modality, recipe, batch=spec.batch_size,
-                                      seq_len=spec.seq_len, seed=spec.seed, notes=notes, failure=failure)
+                cand_inputs = build_inputs(cand.model, cand.config, cand.modality, recipe, batch=spec.batch_size,
+                                           seq_len=spec.seq_len, seed=spec.seed, notes=cand_notes, failure=failure)
             except Exception:  # noqa: BLE001 - a candidate its config or model refuses is not the one
                 continue
             if not failure:
-                layouts[:] = [*notes, *(f"config {k}={v} (a full-size width met a shrunk one)"
-                                        for k, v in {**extra, key: value}.items())]
-                return cand, inputs
+                notes[:] = [*cand_notes, *(f"config {k}={v} (a full-size width met a shrunk one)"
+                                           for k, v in {**extra, key: value}.items())]
+                return cand, cand_inputs
             if moved is None and str(failure[0]) != str(err) and mismatch_candidates(cand.config, failure[0]):
                 moved = (key, value, cand, failure[0])
         if moved is None:
             break
-        key, value, built, err = moved
+        key, value, current, err = moved
         extra[key] = value
-    return fallback
+    return built, inputs
 
 
 def _copy(p: Prepared, copied: bool = False) -> Prepared:
@@ -133,7 +134,7 @@ def _copy(p: Prepared, copied: bool = False) -> Prepared:
     model = copy.deepcopy(p.model)
     return Prepared(model=model, config=getattr(model, "config", p.config), inputs=copy.deepcopy(p.inputs),
                     model_type=p.model_type, class_name=p.class_name, modality=p.modality, recipe=p.recipe,
-                    changes=p.changes, copied=copied, layouts=p.layouts)
+                    changes=p.changes, copied=copied, notes=p.notes)
 
 
 def forget() -> None:

@@ -16,6 +16,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from .configs import configs_in
+
 _MISSING = re.compile(r"'(\w+)' object has no attribute '(\w+)'")
 # Errors that name an unset config value in words (transformers' masking utils).
 _NOT_SET = re.compile(r"Could not find a `(\w+)` argument in the config, or it is not set")
@@ -26,21 +28,6 @@ _BY_NAME: tuple[tuple[re.Pattern[str], Any], ...] = (
     (re.compile(r"(multiplier|_scale|scaling)$"), 1.0),  # identity scalings
     (re.compile(r"^sliding_window$"), 16),  # the tiny profile's window (shrink.PROFILES)
 )
-
-
-def configs_in(cfg: Any) -> list[Any]:
-    """`cfg` and every sub-config under it, each once."""
-    from transformers import PretrainedConfig
-
-    out, seen, todo = [], set(), [cfg]
-    while todo:
-        c = todo.pop()
-        if id(c) in seen:
-            continue
-        seen.add(id(c))
-        out.append(c)
-        todo += [v for v in vars(c).values() if isinstance(v, PretrainedConfig)]
-    return out
 
 
 def _token_ids(configs: list[Any]) -> set[int]:

@@ -23,8 +23,9 @@ from ..results import RunResult, Serializable
 from ..verdict import Verdict
 
 
-# Built and ran eager: a compile error comes after the eager step, a timeout or crash may not.
-RAN_EAGER = (Verdict.FULL_GRAPH, Verdict.GRAPH_BREAK, Verdict.COMPILE_ERROR)
+# Built and ran eager: a compile error comes after the eager step, a timeout or crash may not;
+# `eager_ok` is the build pass's word for it (the replay's Dynamo pass never gives it).
+RAN_EAGER = (Verdict.FULL_GRAPH, Verdict.GRAPH_BREAK, Verdict.COMPILE_ERROR, Verdict.EAGER_OK)
 
 
 @dataclass
