@@ -65,6 +65,13 @@ case $part in
     st=${STATE:-out/inductor-whole}; end=$((SECONDS + ${LIMIT:-570}))
     export TORCHINDUCTOR_CACHE_DIR=$PWD/$st/inductor-cache
     mkdir -p "$st"
+    # A machine given back between calls loses STATE: RESUME=DIR (an earlier call's OUT, carried)
+    # restores the finished phases and the cold sweep's results, so the cold phase resumes
+    # (with an empty cache, as a cold phase should). A warm phase cannot resume without its cache.
+    if [ -n "${RESUME:-}" ] && [ ! -d "$st/cold" ]; then
+      mkdir -p "$st/cold" && cp "$RESUME"/cold/*.jsonl "$st/cold/" 2>/dev/null
+      [ -f "$RESUME/cold.done" ] && touch "$st/cold.done"
+    fi
     for phase in cold warm; do
       [ -f "$st/$phase.done" ] && continue
       left=$((end - SECONDS)); [ "$left" -gt 60 ] || break
@@ -78,6 +85,7 @@ case $part in
     done
     du -sh "$TORCHINDUCTOR_CACHE_DIR"
     for phase in cold warm; do
+      [ -f "$st/$phase.done" ] && touch "$out/$phase.done"
       [ -d "$st/$phase" ] && mkdir -p "$out/$phase" && cp "$st/$phase"/*.json* "$out/$phase"/
     done ;;
   diag)

@@ -51,6 +51,16 @@ CASES = [
     ("step3p7", "base", "config sliding_window=16 on Step3p7TextConfig"),
     ("qwen2_5_omni_thinker", "base", "config vision_start_token_id="),
     ("nemotron3_diarization", "base", "config head_config.audio_hidden_size=64 (a full-size width met a shrunk one)"),
+    # asked_width.py: the width the forward's error asks of a generic input
+    ("granite_speech5_encoder", "base", "input_features: axis 2 128 -> 320 (the width the forward asked for)"),
+    ("fun_asr_nano_encoder", "base", "input_features: axis 2 128 -> 560"),
+    ("vibevoice_acoustic_tokenizer_decoder", "base", "hidden_states: axis 1 32 -> 64"),
+    # unset.py: values the default config leaves unset, at construction and (rebuilt) at forward
+    ("lfm2_moe", "base", "Lfm2MoeConfig.layer_types=['conv', 'full_attention'] (per layer, the kinds"),
+    ("qwen4_exp_text", "base", "indexer_compress_ratio=1 (read as self.compress_ratio"),
+    ("cohere_compass_text", "base", "rope_parameters={'full_attention': {'rope_type': 'default'"),
+    ("vitmatte", "head", "fusion_hidden_sizes=[256, 128, 64, 32] (a tuple where the code concatenates lists)"),
+    ("deepseek_ocr2", "base", "num_experts_per_tok=2 (read as self.top_k"),
 ]
 
 
@@ -146,3 +156,34 @@ def test_only_width_attributes_holding_the_full_size_width_are_candidates():
     assert mismatch_candidates(cfg, err) == [("intermediate_size", 64)]
     assert mismatch_candidates(cfg, RuntimeError("shape '[2, 2, 0, 256]' is invalid")) == []
     assert mismatch_candidates(cfg, None) == []
+
+
+def test_an_asked_width_names_only_a_generic_float_input_whose_shape_fits_the_error():
+    from enablebot.model.asked_width import MAX_WIDTH, asked_widths, with_width
+
+    x = {"input_features": torch.randn(2, 80, 128), "input_features_mask": torch.ones(2, 80, dtype=torch.long),
+         "pixel_values": torch.randn(2, 80, 128)}
+    err = RuntimeError("Given normalized_shape=[160], expected input with shape [*, 160], but got input of size[2, 80, 128]")
+    ws = asked_widths(err, x, generic={"input_features", "input_features_mask"})
+    assert [(w.arg, w.axis, w.width) for w in ws] == [("input_features", 2, 160)]  # pixel_values is a recipe's
+    assert with_width(x, ws[0])["input_features"].shape == (2, 80, 160)
+    # an intermediate activation's shape names no input; an absurd width is a missed shrink, not an input's
+    assert asked_widths(RuntimeError("expected input[2, 384, 2, 8] to have 12 channels, but got 384 channels"),
+                        x, generic=set(x)) == []
+    huge = RuntimeError(f"mat1 and mat2 shapes cannot be multiplied (160x128 and {MAX_WIDTH + 1}x64)")
+    assert asked_widths(huge, x, generic=set(x)) == []
+    assert asked_widths(ValueError("something else"), x, generic=set(x)) == []
+
+
+def test_unset_values_are_filled_only_from_a_modeling_frame_that_reads_them_as_none():
+    from enablebot.model.unset import fill_unset
+
+    cfg = transformers.LlamaConfig(num_hidden_layers=2)
+    cfg.layer_types = None
+    try:
+        cfg.layer_types[0]  # a TypeError outside any transformers modeling file: not ours to read
+    except TypeError as e:
+        assert fill_unset(cfg, e) == []
+    assert cfg.layer_types is None
+    assert fill_unset(cfg, KeyError("full_attention")) == []  # no modeling frame, no layer types
+    assert fill_unset(None, TypeError("'NoneType' object is not subscriptable")) == []

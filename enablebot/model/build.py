@@ -223,8 +223,9 @@ def build_model(res: Resolved, *, size: str = "tiny", task: str | None = None, s
         notes.append(f"config widths halved to fit the {size} budget: "
                      + ", ".join(f"{k}={v}" for k, v in narrowed.items()))
     from .repairs import repair
+    from .unset import fill_unset
 
-    for _ in range(4):
+    for _ in range(6):
         torch.manual_seed(seed)
         try:
             model = cls._from_config(cfg) if hasattr(cls, "_from_config") else cls(cfg)
@@ -240,6 +241,13 @@ def build_model(res: Resolved, *, size: str = "tiny", task: str | None = None, s
                 raise
             changes = {**changes, f"{fixed.name} (set: the default config lacks it)": fixed.value}
             notes.append(str(fixed))
+        except (TypeError, KeyError) as e:  # a value the default config leaves unset (unset.py)
+            fills = fill_unset(cfg, e)
+            if not fills:
+                raise
+            changes = {**changes, **{f"{f.where}.{f.name} (set: the default config leaves it unset)": f.value
+                                     for f in fills}}
+            notes += [str(f) for f in fills]
     model.eval()
     known = catalog.known_architectures().get(res.model_type)
     modality = (res.entry.modality if res.entry else None) or (known.modality if known else "text")

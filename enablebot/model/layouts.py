@@ -125,9 +125,48 @@ def relayout(model: Any, inputs: dict[str, Any], generic: set[str], *,
     if whole is not None and trial_forward(model, whole[1]) is None:
         name, padded = whole
         return padded, [*notes, f"{name}: padded to whole windows (the forward asks for a multiple)"], None
+    laid = _other_layout(model, inputs, generic, merges_images)
+    if laid is not None:
+        return laid[0], [*notes, laid[1]], None
+    asked = _asked_width(model, inputs, generic, err, merges_images)
+    if asked is not None:
+        return asked[0], [*notes, *asked[1]], None
+    return inputs, notes, err
+
+
+def _other_layout(model: Any, inputs: dict[str, Any], generic: set[str],
+                  merges_images: bool) -> tuple[dict[str, Any], str] | None:
+    """The first other layout of one generic tensor that runs, and its note."""
     for lay in (lay for lay in LAYOUTS if _applies(lay, inputs, generic, merges_images)):
         trial = dict(inputs)
         trial[lay.arg] = lay.apply(inputs[lay.arg])
         if trial_forward(model, trial) is None:
-            return trial, [*notes, f"{lay.arg}: {lay.name} (the generic layout did not run)"], None
-    return inputs, notes, err
+            return trial, f"{lay.arg}: {lay.name} (the generic layout did not run)"
+    return None
+
+
+def _asked_width(model: Any, inputs: dict[str, Any], generic: set[str], err: BaseException,
+                 merges_images: bool, rounds: int = 3) -> tuple[dict[str, Any], list[str]] | None:
+    """The inputs with the widths the errors ask for (asked_width.py), when the forward then
+    runs. A width that gets the forward further (another complaint) is kept for the next round,
+    which may ask for another width or need another layout of another input (a codec's features
+    at the asked width, then its waveform with a channel axis)."""
+    from .asked_width import asked_widths, with_width
+
+    trial, changed = inputs, []
+    for _ in range(rounds):
+        for w in asked_widths(err, trial, generic):
+            nxt, note = with_width(trial, w), w.note(trial[w.arg].shape[w.axis])
+            e = trial_forward(model, nxt)
+            if e is None:
+                return nxt, [*changed, note]
+            if str(e) != str(err):  # got further: the next layer's complaint, a next round
+                trial, err = nxt, e
+                changed.append(note)
+                laid = _other_layout(model, trial, generic, merges_images)
+                if laid is not None:
+                    return laid[0], [*changed, laid[1]]
+                break
+        else:
+            return None
+    return None

@@ -78,6 +78,8 @@ def prepare(spec: RunSpec, res: Any = None, *, reuse: bool = True) -> Prepared:
     failure: list[BaseException] = []
     inputs = build_inputs(built.model, built.config, built.modality, recipe,
                           batch=spec.batch_size, seq_len=spec.seq_len, seed=spec.seed, notes=notes, failure=failure)
+    if failure and not (res.entry and res.entry.hook):
+        built, inputs = _filled_at_forward(spec, built, inputs, recipe, failure, notes)
     if failure:
         built, inputs = _other_widths(res, spec, built, inputs, recipe, failure[0], notes)
     prepared = Prepared(model=built.model, config=built.config, inputs=inputs, model_type=res.model_type,
@@ -91,6 +93,41 @@ def prepare(spec: RunSpec, res: Any = None, *, reuse: bool = True) -> Prepared:
         return prepared
     _LAST[:] = [(key, prepared)] + [(k, p) for k, p in _LAST if k != key][:KEEP - 1]
     return copied
+
+
+def _filled_at_forward(spec: RunSpec, built: Any, inputs: dict[str, Any], recipe: dict[str, Any],
+                       failure: list[BaseException], notes: list[str], rounds: int = 3) -> tuple[Any, Any]:
+    """Rebuilt from a config with the values the forward read as unset (unset.py; modules copy
+    config values when built, so filling the built config is not enough), where the forward then
+    runs; `failure` is emptied then. `built` and `inputs` as they were where none runs."""
+    import dataclasses
+
+    import torch
+
+    from .inputs import build_inputs
+    from .unset import fill_unset
+
+    cfg, err, filled = copy.deepcopy(built.config), failure[0], []
+    for _ in range(rounds):
+        fills = fill_unset(cfg, err)
+        if not fills:
+            return built, inputs
+        filled += [str(f) for f in fills]
+        try:
+            torch.manual_seed(spec.seed)
+            model = type(built.model)._from_config(cfg).eval()
+            cand_notes: list[str] = []
+            cand_failure: list[BaseException] = []
+            cand_inputs = build_inputs(model, cfg, built.modality, recipe, batch=spec.batch_size,
+                                       seq_len=spec.seq_len, seed=spec.seed, notes=cand_notes, failure=cand_failure)
+        except Exception:  # noqa: BLE001 - a fill its model refuses is not the one
+            return built, inputs
+        if not cand_failure:
+            notes[:] = cand_notes
+            failure.clear()
+            return dataclasses.replace(built, model=model, config=cfg, notes=[*built.notes, *filled]), cand_inputs
+        err = cand_failure[0]
+    return built, inputs
 
 
 def _other_widths(res: Any, spec: RunSpec, built: Any, inputs: dict[str, Any], recipe: dict[str, Any],

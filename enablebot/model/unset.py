@@ -1,0 +1,199 @@
+"""Values a default config leaves unset where the modeling code needs one, read from the failure.
+
+A released checkpoint's config.json fills every value its modeling code reads. A default config
+built from the class sometimes leaves one `None` (LFM2-MoE's `layer_types`, Qwen4-Exp's
+`indexer_*` sizes), keys a per-layer-type dict by nothing (Cohere Compass's `rope_parameters`),
+or holds a tuple where the code concatenates lists (ViTMatte's `fusion_hidden_sizes`; a
+config.json never holds a tuple). The tiny model then fails at construction with a TypeError or
+KeyError that no user with a checkpoint sees.
+
+`fill_unset(cfg, err)` reads the innermost transformers modeling frame of the traceback (its line,
+its `self`, its module's source) and fills what that line reads as None, on the config classes
+that hold it as None:
+- a per-layer kind list (`config.X[layer_idx] == "full_attention"`): one kind per layer, the first
+  literal the module compares it with;
+- a count or size (also through `self.a = config.X`): the tiny profile's value for its name
+  (experts, top-k, heads, head dim, feed-forward width), else 1; None siblings sharing its prefix
+  (`indexer_*`) together, since configs validate such groups all or none;
+- a per-layer-type dict lacking a type `layer_types` lists: keyed by every layer type;
+- tuples where the code concatenates a list: lists.
+The caller builds again and keeps the result only if it builds (build.build_model). Nothing here is
+per architecture; what was set is recorded.
+"""
+
+from __future__ import annotations
+
+import linecache
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from .configs import configs_in
+from .shrink import EXPERT_KEYS, FFN_KEYS, HEAD_KEYS, PROFILES, TOPK_KEYS
+
+_TUPLE_CONCAT = 'can only concatenate list (not "tuple")'
+_NOT_PREFIXES = ("num_", "n_", "max_", "min_", "use_", "is_")
+
+
+@dataclass(frozen=True)
+class Fill:
+    where: str  # the config class
+    name: str
+    value: Any
+    why: str
+
+    def __str__(self) -> str:
+        return f"config {self.where}.{self.name}={self.value!r} ({self.why})"
+
+
+def _model_frame(err: BaseException) -> Any:
+    """The innermost traceback entry in a transformers modeling file, or None."""
+    tb, last = err.__traceback__, None
+    while tb is not None:
+        if "/transformers/models/" in tb.tb_frame.f_code.co_filename.replace("\\", "/"):
+            last = tb
+        tb = tb.tb_next
+    return last
+
+
+def _source(path: str) -> str:
+    return "".join(linecache.getlines(path))
+
+
+def _tiny_count(name: str, size: str = "tiny") -> int:
+    """The value the shrink gives an attribute of this name; 1 (a neutral count, ratio or budget)
+    for names it has no rule for."""
+    p = PROFILES[size]
+    if name in TOPK_KEYS or re.search(r"top_?k", name):
+        return 2
+    if name in EXPERT_KEYS or re.search(r"(num|n)_experts$", name):
+        return p.experts
+    if re.search(r"head_dim$|_d_head$", name):
+        return p.head_dim
+    if name in FFN_KEYS or re.search(r"(intermediate_size|_ffn_dim)$", name):
+        return p.ffn
+    if name in HEAD_KEYS or (name.endswith("_heads") and "kv" not in name):
+        return p.heads
+    if re.search(r"kv_heads$|key_value_heads$", name):
+        return 1
+    if re.search(r"(hidden_size|channels|width)$", name):
+        return p.hidden
+    return 1
+
+
+def _layers(c: Any) -> int | None:
+    for k in ("num_hidden_layers", "num_layers", "n_layer", "n_layers"):
+        v = getattr(c, k, None)
+        if isinstance(v, int) and not isinstance(v, bool) and v > 0:
+            return v
+    return None
+
+
+def _kinds(src: str, name: str) -> list[str]:
+    """The kinds the module knows for `<...>.name[i]`, in source order: the string literals it
+    compares an entry with, then the keys of a dict it looks an entry up in (a mask per layer
+    type: `causal_mask_mapping[self.config.layer_types[i]]`), which name a kind the code
+    otherwise only excludes (`!= "conv"`)."""
+    n = re.escape(name)
+    found = re.findall(r"\.%s\[[^\]]+\]\s*(?:==|!=)\s*[\"'](\w+)[\"']" % n, src)
+    for table in re.findall(r"(\w+)\[\s*(?:self\.)?config\.%s\[" % n, src):
+        m = re.search(r"\b%s\s*=\s*\{(.*?)\n\s*\}" % re.escape(table), src, re.S)
+        if m:
+            found += re.findall(r"[\"'](\w+)[\"']\s*:", m.group(1))
+    return list(dict.fromkeys(found))
+
+
+def _tuples_to_lists(configs: list[Any]) -> list[Fill]:
+    out = []
+    for c in configs:
+        for k, v in list(vars(c).items()):
+            if isinstance(v, tuple) and not k.startswith("_"):
+                setattr(c, k, list(v))
+                out.append(Fill(type(c).__name__, k, list(v), "a tuple where the code concatenates lists"))
+    return out
+
+
+def _rekeyed(configs: list[Any], line: str, key: Any) -> list[Fill]:
+    """A dict-valued config attribute the line subscripts, lacking a layer type `layer_types` lists:
+    keyed by every layer type (its flat entries, or the default rope, for each)."""
+    m = re.search(r"config\.(\w+)\[", line)
+    if m is None:
+        return []
+    name, out = m.group(1), []
+    for c in configs:
+        d, kinds = getattr(c, name, None), getattr(c, "layer_types", None) or []
+        if not isinstance(d, dict) or key in d or key not in kinds:
+            continue
+        flat = {k: v for k, v in d.items() if not isinstance(v, dict)}
+        if name == "rope_parameters":
+            flat = {"rope_type": "default", "rope_theta": getattr(c, "default_theta", 10000.0), **flat}
+        new = {t: dict(d.get(t) or flat) for t in dict.fromkeys(kinds)}
+        setattr(c, name, new)
+        out.append(Fill(type(c).__name__, name, new, "keyed by the layer types the config lists"))
+    return out
+
+
+def _count(c: Any, name: str, why: str) -> list[Fill]:
+    value = _tiny_count(name)
+    setattr(c, name, value)
+    fills = [Fill(type(c).__name__, name, value, why)]
+    prefix = name.split("_")[0] + "_"
+    if prefix not in _NOT_PREFIXES:
+        for k, v in list(vars(c).items()):
+            if k != name and k.startswith(prefix) and v is None:
+                sib = _tiny_count(k)
+                setattr(c, k, sib)
+                fills.append(Fill(type(c).__name__, k, sib, f"unset beside {name}"))
+    return fills
+
+
+def fill_unset(cfg: Any, err: BaseException) -> list[Fill]:
+    """Fill what `err`'s modeling line reads as unset (see the module doc); [] when nothing is known."""
+    if cfg is None:
+        return []
+    configs = configs_in(cfg)
+    if isinstance(err, TypeError) and _TUPLE_CONCAT in str(err):
+        return _tuples_to_lists(configs)
+    tb = _model_frame(err)
+    if tb is None:
+        return []
+    path = tb.tb_frame.f_code.co_filename
+    line, src = linecache.getline(path, tb.tb_lineno), _source(path)
+    if isinstance(err, KeyError):
+        return _rekeyed(configs, line, err.args[0] if err.args else None)
+    if not isinstance(err, TypeError) or "NoneType" not in str(err) and "None" not in str(err):
+        return []
+    names = set(re.findall(r"\b([A-Za-z_]\w*)\b", line))
+    owner = tb.tb_frame.f_locals.get("self")
+    fills: list[Fill] = []
+    for c in configs:
+        subs = getattr(type(c), "sub_configs", None) or {}
+        for name in sorted(names):
+            if name.startswith("_") or name in subs or name not in vars(c) or getattr(c, name) is not None:
+                continue
+            if not re.search(r"config\.%s\b" % re.escape(name), line) and tb.tb_frame.f_locals.get(name, 0) is not None:
+                continue  # the line does not read this config attribute as None
+            if re.search(r"%s\[\s*\w*layer_idx\w*\s*\]" % re.escape(name), src) or name.endswith("_types"):
+                n, kinds = _layers(c), _kinds(src, name)
+                if n and kinds:
+                    # Every kind the code names, in turn, so each branch is built (a hybrid's
+                    # attention and convolution layers), as the registry's hybrid layouts do.
+                    value = [kinds[i % len(kinds)] for i in range(n)]
+                    setattr(c, name, value)
+                    fills.append(Fill(type(c).__name__, name, value, "per layer, the kinds the code compares it with"))
+                continue
+            fills += _count(c, name, "a count the code reads; the tiny profile's value for its name")
+    if fills or owner is None:
+        return fills
+    # Read through a copy: `self.token_budget // self.compress_ratio` where `self.x = config.y`.
+    for a in sorted(names):
+        if getattr(owner, a, 0) is not None:
+            continue
+        m = re.search(r"self\.%s\s*=\s*(?:self\.)?config\.(\w+)\b" % re.escape(a), src)
+        if m is None:
+            continue
+        for c in configs:
+            if m.group(1) in vars(c) and getattr(c, m.group(1)) is None and not any(
+                    f.where == type(c).__name__ and f.name == m.group(1) for f in fills):
+                fills += _count(c, m.group(1), f"read as self.{a}; the tiny profile's value for its name")
+    return fills
