@@ -61,6 +61,9 @@ CASES = [
     ("cohere_compass_text", "base", "rope_parameters={'full_attention': {'rope_type': 'default'"),
     ("vitmatte", "head", "fusion_hidden_sizes=[256, 128, 64, 32] (a tuple where the code concatenates lists)"),
     ("deepseek_ocr2", "base", "num_experts_per_tok=2 (read as self.top_k"),
+    ("diffusion_gemma", "base", "top_k_experts=2 (a count the code reads"),
+    ("paddleocr_vl", "base", "rope_parameters['mrope_section']=[2, 3, 3] (the code's default [16, 24, 24] scaled"),
+    ("muse_glimmer_assistant", "base", "context_hidden_states: axis 2 64 -> 320"),
 ]
 
 
@@ -187,3 +190,17 @@ def test_unset_values_are_filled_only_from_a_modeling_frame_that_reads_them_as_n
     assert cfg.layer_types is None
     assert fill_unset(cfg, KeyError("full_attention")) == []  # no modeling frame, no layer types
     assert fill_unset(None, TypeError("'NoneType' object is not subscriptable")) == []
+
+
+def test_sections_are_scaled_to_the_width_they_split_and_a_list_field_is_never_given_a_count():
+    from enablebot.model.unset import _rescaled, fill_unset
+
+    cfg = transformers.Qwen2VLConfig()
+    text = cfg.get_text_config()
+    text.rope_parameters = {"rope_type": "default", "rope_theta": 1e4, "mrope_section": [16, 24, 24]}
+    fills = _rescaled([text], 8, [16, 24, 24])
+    assert text.rope_parameters["mrope_section"] == [2, 3, 3] and fills[0].name == "rope_parameters['mrope_section']"
+    assert _rescaled([text], 2, [16, 24, 24]) == []  # fewer than one per section: not a width to scale to
+    err = RuntimeError("split_with_sizes expects split_sizes to sum exactly to 8 (input tensor's size at "
+                       "dimension -1), but got split_sizes=[9, 9, 9]")
+    assert fill_unset(cfg, err) == []  # no config (nor the code) holds these sizes

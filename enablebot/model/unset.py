@@ -60,6 +60,38 @@ def _source(path: str) -> str:
     return "".join(linecache.getlines(path))
 
 
+def _statement(path: str, lineno: int, most: int = 12) -> str:
+    """The failing line and, for a call spread over lines (`torch.topk(\n x,\n k=self.config.k)`),
+    the lines up to its closing parenthesis."""
+    text, depth = "", 0
+    for i in range(lineno, lineno + most):
+        line = linecache.getline(path, i)
+        text += line
+        depth += line.count("(") + line.count("[") - line.count(")") - line.count("]")
+        if depth <= 0:
+            break
+    return text
+
+
+def _annotation(c: Any, name: str) -> str:
+    """The config class's declared type of `name` as text (`int | None`, `list | None`), or ''."""
+    for klass in type(c).__mro__:
+        ann = vars(klass).get("__annotations__", {})
+        if name in ann:
+            a = ann[name]
+            return a if isinstance(a, str) else str(a)
+    return ""
+
+
+def _admits(annotation: str, kind: str) -> bool:
+    return not annotation or re.search(rf"\b{kind}\b", annotation) is not None or "Any" in annotation
+
+
+# "split_with_sizes expects split_sizes to sum exactly to 8 (...), but got split_sizes=[16, 24, 24]":
+# a section list (mrope_section) still at full size where the shrunk width it splits is smaller.
+_SPLIT = re.compile(r"split_sizes to sum exactly to (\d+).*?split_sizes=\[([\d, ]+)\]", re.S)
+
+
 def _tiny_count(name: str, size: str = "tiny") -> int:
     """The value the shrink gives an attribute of this name; 1 (a neutral count, ratio or budget)
     for names it has no rule for."""
@@ -113,6 +145,43 @@ def _tuples_to_lists(configs: list[Any]) -> list[Fill]:
     return out
 
 
+def _head_dim(c: Any) -> int | None:
+    hd = getattr(c, "head_dim", None)
+    if isinstance(hd, int) and hd > 0:
+        return hd
+    h, n = getattr(c, "hidden_size", None), getattr(c, "num_attention_heads", None)
+    return h // n if isinstance(h, int) and isinstance(n, int) and n > 0 else None
+
+
+def _sections(c: Any) -> list[int] | None:
+    """Multimodal rope sections (temporal, height, width) over half the head dim, in Qwen2-VL's
+    released proportions (16, 24, 24 of 64), which the models that read them copy."""
+    hd = _head_dim(c)
+    if not hd or hd // 2 < 3:
+        return None
+    half = hd // 2
+    return [half - 2 * (3 * half // 8), 3 * half // 8, 3 * half // 8]
+
+
+# Keys a config dict must hold where the code reads them and no default config sets them, by name.
+_DICT_KEYS: dict[str, Any] = {"mrope_section": _sections}
+
+
+def _keyed(configs: list[Any], line: str, key: Any) -> list[Fill]:
+    """`config.X["key"]` on a dict lacking a key known by name (_DICT_KEYS): set on each config
+    whose X lacks it."""
+    m = re.search(r"config\.(\w+)\[\s*[\"']%s[\"']\s*\]" % re.escape(str(key)), line)
+    if m is None or key not in _DICT_KEYS:
+        return []
+    fills = []
+    for c in configs:
+        d = getattr(c, m.group(1), None)
+        if isinstance(d, dict) and key not in d and (v := _DICT_KEYS[key](c)) is not None:
+            d[key] = v
+            fills.append(Fill(type(c).__name__, f"{m.group(1)}[{key!r}]", v, "a key the code reads, by its name"))
+    return fills
+
+
 def _rekeyed(configs: list[Any], line: str, key: Any) -> list[Fill]:
     """A dict-valued config attribute the line subscripts, lacking a layer type `layer_types` lists:
     keyed by every layer type (its flat entries, or the default rope, for each)."""
@@ -133,14 +202,58 @@ def _rekeyed(configs: list[Any], line: str, key: Any) -> list[Fill]:
     return out
 
 
-def _count(c: Any, name: str, why: str) -> list[Fill]:
-    value = _tiny_count(name)
+def _rescaled(configs: list[Any], total: int, sizes: list[int], src: str = "") -> list[Fill]:
+    """Each list config value equal to `sizes` (also inside a dict value: `rope_parameters`),
+    scaled to sum to `total` in the same proportions (largest remainders), none below 1. Where
+    no config holds them, the modeling code's own default for a config dict's key
+    (`config.rope_parameters.get("mrope_section", [16, 24, 24])`) is set on that dict, scaled."""
+    if total < len(sizes) or sum(sizes) <= 0:
+        return []
+    exact = [s * total / sum(sizes) for s in sizes]
+    new = [max(1, int(x)) for x in exact]
+    for i in sorted(range(len(new)), key=lambda i: int(exact[i]) - exact[i])[:max(0, total - sum(new))]:
+        new[i] += 1
+    if sum(new) != total:
+        return []
+    fills = []
+    for c in configs:
+        for k, v in list(vars(c).items()):
+            if v == sizes:
+                setattr(c, k, list(new))
+                fills.append(Fill(type(c).__name__, k, new, f"sections scaled to the shrunk width {total}"))
+            elif isinstance(v, dict):
+                for dk, dv in v.items():
+                    if dv == sizes:
+                        v[dk] = list(new)
+                        fills.append(Fill(type(c).__name__, f"{k}[{dk!r}]", new, f"sections scaled to the shrunk width {total}"))
+    if fills:
+        return fills
+    for attr, key, default in re.findall(r"config\.(\w+)\.get\(\s*[\"'](\w+)[\"']\s*,\s*\[([\d, ]+)\]\s*\)", src):
+        if [int(x) for x in default.replace(" ", "").split(",") if x] != sizes:
+            continue
+        for c in configs:
+            d = getattr(c, attr, None)
+            if isinstance(d, dict) and key not in d:
+                d[key] = list(new)
+                fills.append(Fill(type(c).__name__, f"{attr}[{key!r}]", new,
+                                  f"the code's default {sizes} scaled to the shrunk width {total}"))
+    return fills
+
+
+def _count(c: Any, name: str, why: str, statement: str = "") -> list[Fill]:
+    ann = _annotation(c, name)
+    if _admits(ann, "int"):
+        value: Any = _tiny_count(name)
+    elif _admits(ann, "list") and re.search(r"\blen\(\s*(?:self\.)?(?:config\.)?%s\b" % re.escape(name), statement):
+        value = []  # only counted: none of them
+    else:
+        return []  # a string or structure the name does not tell
     setattr(c, name, value)
     fills = [Fill(type(c).__name__, name, value, why)]
     prefix = name.split("_")[0] + "_"
     if prefix not in _NOT_PREFIXES:
         for k, v in list(vars(c).items()):
-            if k != name and k.startswith(prefix) and v is None:
+            if k != name and k.startswith(prefix) and v is None and _admits(_annotation(c, k), "int"):
                 sib = _tiny_count(k)
                 setattr(c, k, sib)
                 fills.append(Fill(type(c).__name__, k, sib, f"unset beside {name}"))
@@ -155,12 +268,16 @@ def fill_unset(cfg: Any, err: BaseException) -> list[Fill]:
     if isinstance(err, TypeError) and _TUPLE_CONCAT in str(err):
         return _tuples_to_lists(configs)
     tb = _model_frame(err)
+    if isinstance(err, RuntimeError) and (m := _SPLIT.search(str(err))):
+        src = _source(tb.tb_frame.f_code.co_filename) if tb is not None else ""
+        return _rescaled(configs, int(m.group(1)), [int(x) for x in m.group(2).replace(" ", "").split(",") if x], src)
     if tb is None:
         return []
     path = tb.tb_frame.f_code.co_filename
-    line, src = linecache.getline(path, tb.tb_lineno), _source(path)
+    line, src = _statement(path, tb.tb_lineno), _source(path)
     if isinstance(err, KeyError):
-        return _rekeyed(configs, line, err.args[0] if err.args else None)
+        key = err.args[0] if err.args else None
+        return _rekeyed(configs, line, key) or _keyed(configs, line, key)
     if not isinstance(err, TypeError) or "NoneType" not in str(err) and "None" not in str(err):
         return []
     names = set(re.findall(r"\b([A-Za-z_]\w*)\b", line))
@@ -182,7 +299,7 @@ def fill_unset(cfg: Any, err: BaseException) -> list[Fill]:
                     setattr(c, name, value)
                     fills.append(Fill(type(c).__name__, name, value, "per layer, the kinds the code compares it with"))
                 continue
-            fills += _count(c, name, "a count the code reads; the tiny profile's value for its name")
+            fills += _count(c, name, "a count the code reads; the tiny profile's value for its name", line)
     if fills or owner is None:
         return fills
     # Read through a copy: `self.token_budget // self.compress_ratio` where `self.x = config.y`.
@@ -195,5 +312,5 @@ def fill_unset(cfg: Any, err: BaseException) -> list[Fill]:
         for c in configs:
             if m.group(1) in vars(c) and getattr(c, m.group(1)) is None and not any(
                     f.where == type(c).__name__ and f.name == m.group(1) for f in fills):
-                fills += _count(c, m.group(1), f"read as self.{a}; the tiny profile's value for its name")
+                fills += _count(c, m.group(1), f"read as self.{a}; the tiny profile's value for its name", line)
     return fills
