@@ -204,3 +204,19 @@ def test_sections_are_scaled_to_the_width_they_split_and_a_list_field_is_never_g
     err = RuntimeError("split_with_sizes expects split_sizes to sum exactly to 8 (input tensor's size at "
                        "dimension -1), but got split_sizes=[9, 9, 9]")
     assert fill_unset(cfg, err) == []  # no config (nor the code) holds these sizes
+
+
+@_needs("gemma4_assistant")
+def test_a_default_config_its_own_validation_refuses_is_built_with_the_values_it_names(no_entry):
+    b = build_model(resolve("gemma4_assistant", no_entry), task="head")
+    said = "\n".join(b.notes)
+    assert "text_config.hidden_size_per_layer_input=0 (the default config's own validation asks for it)" in said
+    assert b.config.get_text_config().hidden_size_per_layer_input == 0
+
+
+def test_a_validation_message_without_a_value_names_nothing():
+    from enablebot.model.repairs import asked_value
+
+    assert asked_value("llama", ValueError("hidden_size must be divisible by the number of heads")) is None
+    assert asked_value("llama", ValueError("foo must be __import__('os'), got 3")) is None  # never evaluated
+    assert asked_value("llama", ValueError("not_a_field must be 0, got 3")) is None

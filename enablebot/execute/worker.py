@@ -64,6 +64,22 @@ def main(argv: list[str] | None = None) -> int:
     return 2
 
 
+# Young-generation collections per allocation count: Dynamo's tracing allocates millions of small
+# objects, and CPython's default (700) runs a collection every 700 of them, each scanning the young
+# objects again. Measured in one process on 2 cores (llama, bert, t5, glm5_next; second runs):
+# about 9% less trace time. What is collected, and when it is freed, does not change a verdict.
+GC_THRESHOLDS = (50_000, 50, 1_000)
+
+
+def _tune_gc() -> None:
+    """Freeze what the imports made (the collector never scans it again) and collect less often."""
+    import gc
+
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(*GC_THRESHOLDS)
+
+
 def serve(conn: Any, log_path: str, limits: Any, threads: int | None, env: dict[str, str] | None = None) -> None:
     """A sweep worker: run specs received on `conn` until None or EOF, sending back results.
     Never given candidate code (the pool refuses overlays: they go through a sandboxed `run`)."""
@@ -88,6 +104,7 @@ def serve(conn: Any, log_path: str, limits: Any, threads: int | None, env: dict[
     from enablebot.results import RunSpec
     from enablebot.measure.runner import run_spec
 
+    _tune_gc()
     while True:
         try:
             msg = conn.recv()

@@ -86,8 +86,9 @@ def make_config(res: Resolved, size: str, extra: dict[str, Any] | None = None):
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
     overrides = {**(dict(res.entry.config) if res.entry else {}), **(extra or {})}
+    asked: dict[str, Any] = {}  # values the default config's own validation asked for
     if res.config_dict is None:
-        cfg = default_config(res.model_type, overrides, dict(res.entry.config_init) if res.entry else {})
+        cfg = default_config(res.model_type, overrides, dict(res.entry.config_init) if res.entry else {}, asked)
     elif res.remote_code:
         # Only reachable when the repo was explicitly allowed (resolve() refuses otherwise), and
         # only from the copy the parent fetched: this process (the sandboxed child) never downloads code.
@@ -103,10 +104,14 @@ def make_config(res: Resolved, size: str, extra: dict[str, Any] | None = None):
     # zeroed (in shrink_config), as PyTorch's benchmark harness does.
     cfg, changes = shrink_config(cfg, size, overrides)
     define_token_ids(cfg)
+    if asked:
+        changes = {**{f"{k} (the config's own validation asks for it)": v for k, v in _dotted(asked).items()
+                      if not k.endswith(".model_type")}, **changes}
     return cfg, changes
 
 
-def default_config(model_type: str, overrides: dict[str, Any], init: dict[str, Any]) -> Any:
+def default_config(model_type: str, overrides: dict[str, Any], init: dict[str, Any],
+                   asked: dict[str, Any] | None = None) -> Any:
     """The config class's defaults, as the model card's `from_config` path starts. `init` (the
     registry's `config_init`: sub-config name -> kwargs with its `model_type`) is passed to the
     constructor only where this release leaves that sub-config unset or of another type: older
@@ -117,16 +122,37 @@ def default_config(model_type: str, overrides: dict[str, Any], init: dict[str, A
 
     try:
         cfg = AutoConfig.for_model(model_type)
-    except Exception:
+    except Exception as e:
         # Some defaults do not validate on their own; the registry overrides (and parts) make them.
         if not overrides and not init:
-            raise
+            return _validated(model_type, e, asked if asked is not None else {})
         return AutoConfig.for_model(model_type, **merge(init, nested(overrides)))
     sub = {k: v for k, v in nested(overrides).items() if isinstance(v, dict)}
     wrong = {k: merge(v, sub.get(k, {})) for k, v in init.items()
              if getattr(getattr(cfg, k, None), "model_type", None) != v.get("model_type")}
     # The part's overrides go in with it: its validation may need them (Gemma 4 assistant).
     return AutoConfig.for_model(model_type, **wrong) if wrong else cfg
+
+
+def _validated(model_type: str, err: Exception, asked: dict[str, Any], rounds: int = 8) -> Any:
+    """A default config its own validation refuses, built with the values each refusal names
+    (repairs.asked_value: "enable_moe_block must be False, got True"), one per round; `asked`
+    receives them (as constructor kwargs). The first error is raised where none is named."""
+    from transformers import AutoConfig
+
+    from .repairs import asked_value
+
+    first = err
+    for _ in range(rounds):
+        value = asked_value(model_type, err)
+        if value is None or merge(asked, value) == asked:
+            raise first
+        asked.update(merge(asked, value))
+        try:
+            return AutoConfig.for_model(model_type, **asked)
+        except Exception as e:  # noqa: BLE001 - the next value it asks for, or its own failure
+            err = e
+    raise first
 
 
 def merge(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
@@ -173,6 +199,17 @@ def remote_class(res: Resolved, task: str | None) -> tuple[str, Any]:
     return cls.__name__, cls
 
 
+def _dotted(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """{"a": {"b": 1}} -> {"a.b": 1}."""
+    out: dict[str, Any] = {}
+    for k, v in tree.items():
+        if isinstance(v, dict):
+            out.update(_dotted(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
 def nested(dotted: dict[str, Any]) -> dict[str, Any]:
     """{"a.b": 1} -> {"a": {"b": 1}}."""
     out: dict[str, Any] = {}
@@ -208,7 +245,8 @@ def build_model(res: Resolved, *, size: str = "tiny", task: str | None = None, s
         raise NoModelClass(f"transformers has no class {class_name!r} for {res.model_type}")
     from .budget import OverBudget, check_budget, count_params_meta
 
-    notes: list[str] = []
+    notes: list[str] = [f"config {k.split(' (')[0]}={v!r} (the default config's own validation asks for it)"
+                        for k, v in changes.items() if k.endswith("(the config's own validation asks for it)")]
 
     try:
         check_budget(cls, cfg, size)  # before any allocation: an oversized model is a create_error

@@ -12,6 +12,7 @@ per architecture: the table is per attribute name, and what was set is recorded.
 
 from __future__ import annotations
 
+import ast
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -89,3 +90,37 @@ def repair(cfg: Any, err: BaseException) -> Repair | None:
     for c in targets:
         setattr(c, name, value)
     return Repair(name, value, ", ".join(sorted({type(c).__name__ for c in targets})))
+
+
+# A config's own validation naming the value it needs: "hidden_size_per_layer_input must be 0, got 256".
+_MUST_BE = re.compile(r"\b(\w+) must be ([\w.\-]+), got\b")
+
+
+def asked_value(model_type: str, err: BaseException) -> dict[str, Any] | None:
+    """The override a config's validation error asks for, as constructor kwargs: `{name: value}`,
+    or `{sub: {"model_type": ..., name: value}}` when a default sub-config holds the attribute
+    (a composite's validator checks its parts). None when the error names no value."""
+    m = _MUST_BE.search(str(err))
+    if m is None:
+        return None
+    name, text = m.groups()
+    try:
+        value = ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return None
+    from transformers import AutoConfig
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    cls = CONFIG_MAPPING[model_type]
+    parts = dict(getattr(cls, "sub_configs_defaults", None) or {})
+    for sub, spec in parts.items():
+        mt = getattr(spec, "model_type", None)
+        if mt is None:
+            continue
+        try:
+            part = AutoConfig.for_model(mt)
+        except Exception:  # noqa: BLE001 - a part that does not build alone names nothing
+            continue
+        if name in vars(part):
+            return {sub: {"model_type": mt, name: value}}
+    return {name: value} if name in getattr(cls, "__annotations__", {}) or hasattr(cls, name) else None
