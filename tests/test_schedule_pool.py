@@ -105,18 +105,18 @@ def test_a_baseline_keeps_item_seconds_that_order_the_next_sweep_and_are_never_j
 
 def test_the_committed_baselines_order_a_sweep_longest_first(tmp_path):
     """Without --durations-from, a sweep runs first what the committed CPU baseline timed longest:
-    llama (4.2 s there) before opt (1.6 s), which the plan's hash order puts first."""
+    t5 (2.4 s there) before opt (0.8 s), which the plan's hash order puts first."""
     import hashlib
 
-    assert hashlib.sha1(b"opt").hexdigest() < hashlib.sha1(b"llama").hexdigest()
+    assert hashlib.sha1(b"opt").hexdigest() < hashlib.sha1(b"t5").hexdigest()
     out = tmp_path / "o"
-    p = subprocess.run([sys.executable, "-m", "enablebot.cli", "sweep", "--out", str(out), "-m", "opt", "-m", "llama",
+    p = subprocess.run([sys.executable, "-m", "enablebot.cli", "sweep", "--out", str(out), "-m", "opt", "-m", "t5",
                         "--task", "base", "--mode", "eval", "--jobs", "1", "--no-report"],
                        capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert p.returncode == 0, p.stderr
     assert "longest first by the item times in baselines/cpu-dynamo-torch-" in p.stderr
     ran = [json.loads(line)["spec"]["model_id"] for line in (out / "results.jsonl").read_text().splitlines()]
-    assert ran == ["llama", "opt"]
+    assert ran == ["t5", "opt"]
     run = json.loads((out / "sweep_runs.jsonl").read_text().splitlines()[-1])
     assert 0 < run["startup_s"] < 120  # the process's start-up before the loop, for speed_split.py
 
