@@ -105,9 +105,13 @@ def make_config(res: Resolved, size: str, extra: dict[str, Any] | None = None):
     cfg, changes = shrink_config(cfg, size, overrides)
     define_token_ids(cfg)
     if asked:
-        changes = {**{f"{k} (the config's own validation asks for it)": v for k, v in _dotted(asked).items()
-                      if not k.endswith(".model_type")}, **changes}
+        changes = {**{k + VALIDATION_ASKED: v for k, v in _dotted(asked).items() if not k.endswith(".model_type")},
+                   **changes}
     return cfg, changes
+
+
+# The suffix of a `changes` key whose value the default config's own validation asked for.
+VALIDATION_ASKED = " (the config's own validation asks for it)"
 
 
 def default_config(model_type: str, overrides: dict[str, Any], init: dict[str, Any],
@@ -245,8 +249,8 @@ def build_model(res: Resolved, *, size: str = "tiny", task: str | None = None, s
         raise NoModelClass(f"transformers has no class {class_name!r} for {res.model_type}")
     from .budget import OverBudget, check_budget, count_params_meta
 
-    notes: list[str] = [f"config {k.split(' (')[0]}={v!r} (the default config's own validation asks for it)"
-                        for k, v in changes.items() if k.endswith("(the config's own validation asks for it)")]
+    notes: list[str] = [f"config {k.removesuffix(VALIDATION_ASKED)}={v!r} (the default config's own validation "
+                        "asks for it)" for k, v in changes.items() if k.endswith(VALIDATION_ASKED)]
 
     try:
         check_budget(cls, cfg, size)  # before any allocation: an oversized model is a create_error

@@ -61,7 +61,6 @@ def prepare(spec: RunSpec, res: Any = None, *, reuse: bool = True) -> Prepared:
     """Build the spec's tiny model (random weights) and its inputs. Raises UsageError,
     MissingDependency or the model's own exception; the caller turns them into verdicts."""
     from . import build
-    from .inputs import build_inputs
 
     key = _key(spec)
     kept = next((p for k, p in _LAST if k == key), None) if reuse else None
@@ -74,14 +73,11 @@ def prepare(spec: RunSpec, res: Any = None, *, reuse: bool = True) -> Prepared:
     res = res if res is not None else resolve_spec(spec)
     built = build.build_model(res, size=spec.size, task=spec.task, seed=spec.seed)
     recipe = (res.entry.inputs if res.entry else None) or {}
-    notes: list[str] = []
-    failure: list[BaseException] = []
-    inputs = build_inputs(built.model, built.config, built.modality, recipe,
-                          batch=spec.batch_size, seq_len=spec.seq_len, seed=spec.seed, notes=notes, failure=failure)
-    if failure and not (res.entry and res.entry.hook):
-        built, inputs = _filled_at_forward(spec, built, inputs, recipe, failure, notes)
-    if failure:
-        built, inputs = _other_widths(res, spec, built, inputs, recipe, failure[0], notes)
+    inputs, notes, err = _inputs_for(built.model, built.config, built.modality, recipe, spec)
+    if err is not None and not (res.entry and res.entry.hook):
+        built, inputs, notes, err = _filled_at_forward(spec, built, inputs, recipe, err, notes)
+    if err is not None:
+        built, inputs = _other_widths(res, spec, built, inputs, recipe, err, notes)
     prepared = Prepared(model=built.model, config=built.config, inputs=inputs, model_type=res.model_type,
                         class_name=built.class_name, modality=built.modality, recipe=recipe,
                         changes=built.changes, notes=[*built.notes, *notes])
@@ -95,39 +91,46 @@ def prepare(spec: RunSpec, res: Any = None, *, reuse: bool = True) -> Prepared:
     return copied
 
 
+def _inputs_for(model: Any, config: Any, modality: str, recipe: dict[str, Any],
+                spec: RunSpec) -> tuple[dict[str, Any], list[str], BaseException | None]:
+    """The inputs build_inputs makes, the notes of what its fallbacks changed, and the trial
+    forward's error (None when they run)."""
+    from .inputs import build_inputs
+
+    notes: list[str] = []
+    failure: list[BaseException] = []
+    inputs = build_inputs(model, config, modality, recipe, batch=spec.batch_size, seq_len=spec.seq_len,
+                          seed=spec.seed, notes=notes, failure=failure)
+    return inputs, notes, (failure[0] if failure else None)
+
+
 def _filled_at_forward(spec: RunSpec, built: Any, inputs: dict[str, Any], recipe: dict[str, Any],
-                       failure: list[BaseException], notes: list[str], rounds: int = 3) -> tuple[Any, Any]:
+                       err: BaseException, notes: list[str], rounds: int = 3) -> tuple[Any, Any, list[str], Any]:
     """Rebuilt from a config with the values the forward read as unset (unset.py; modules copy
     config values when built, so filling the built config is not enough), where the forward then
-    runs; `failure` is emptied then. `built` and `inputs` as they were where none runs."""
+    runs: (built, inputs, notes, None). As they were, with `err`, where none runs."""
     import dataclasses
 
     import torch
 
-    from .inputs import build_inputs
     from .unset import fill_unset
 
-    cfg, err, filled = copy.deepcopy(built.config), failure[0], []
+    cfg, cand_err, filled = copy.deepcopy(built.config), err, []
     for _ in range(rounds):
-        fills = fill_unset(cfg, err)
+        fills = fill_unset(cfg, cand_err)
         if not fills:
-            return built, inputs
+            break
         filled += [str(f) for f in fills]
         try:
             torch.manual_seed(spec.seed)
             model = type(built.model)._from_config(cfg).eval()
-            cand_notes: list[str] = []
-            cand_failure: list[BaseException] = []
-            cand_inputs = build_inputs(model, cfg, built.modality, recipe, batch=spec.batch_size,
-                                       seq_len=spec.seq_len, seed=spec.seed, notes=cand_notes, failure=cand_failure)
+            cand_inputs, cand_notes, cand_err = _inputs_for(model, cfg, built.modality, recipe, spec)
         except Exception:  # noqa: BLE001 - a fill its model refuses is not the one
-            return built, inputs
-        if not cand_failure:
-            notes[:] = cand_notes
-            failure.clear()
-            return dataclasses.replace(built, model=model, config=cfg, notes=[*built.notes, *filled]), cand_inputs
-        err = cand_failure[0]
-    return built, inputs
+            break
+        if cand_err is None:
+            return dataclasses.replace(built, model=model, config=cfg, notes=[*built.notes, *filled]), \
+                cand_inputs, cand_notes, None
+    return built, inputs, notes, err
 
 
 def _other_widths(res: Any, spec: RunSpec, built: Any, inputs: dict[str, Any], recipe: dict[str, Any],
@@ -136,7 +139,6 @@ def _other_widths(res: Any, spec: RunSpec, built: Any, inputs: dict[str, Any], r
     forward then runs (its notes replace `notes`); a candidate that moves the failure to another
     product is kept for the next round. `built` and `inputs` as they were where none runs."""
     from . import build
-    from .inputs import build_inputs
     from .widths import mismatch_candidates
 
     extra: dict[str, Any] = {}
@@ -147,18 +149,15 @@ def _other_widths(res: Any, spec: RunSpec, built: Any, inputs: dict[str, Any], r
             try:
                 cand = build.build_model(res, size=spec.size, task=spec.task, seed=spec.seed,
                                          extra_config={**extra, key: value})
-                cand_notes: list[str] = []
-                failure: list[BaseException] = []
-                cand_inputs = build_inputs(cand.model, cand.config, cand.modality, recipe, batch=spec.batch_size,
-                                           seq_len=spec.seq_len, seed=spec.seed, notes=cand_notes, failure=failure)
+                cand_inputs, cand_notes, cand_err = _inputs_for(cand.model, cand.config, cand.modality, recipe, spec)
             except Exception:  # noqa: BLE001 - a candidate its config or model refuses is not the one
                 continue
-            if not failure:
+            if cand_err is None:
                 notes[:] = [*cand_notes, *(f"config {k}={v} (a full-size width met a shrunk one)"
                                            for k, v in {**extra, key: value}.items())]
                 return cand, cand_inputs
-            if moved is None and str(failure[0]) != str(err) and mismatch_candidates(cand.config, failure[0]):
-                moved = (key, value, cand, failure[0])
+            if moved is None and str(cand_err) != str(err) and mismatch_candidates(cand.config, cand_err):
+                moved = (key, value, cand, cand_err)
         if moved is None:
             break
         key, value, current, err = moved
