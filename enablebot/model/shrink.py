@@ -590,6 +590,14 @@ def _state_space(lv: _Level, p: SizeProfile) -> None:
                     lv.set(g, _divisor_at_most(d[nh], d[g]))
 
 
+def scale_sections(sections: list[int], total: int) -> list[int]:
+    """Sections (mrope's temporal/height/width split) rescaled to sum to `total` in proportion,
+    none below 1 before the first takes up the rounding."""
+    new = [max(1, s * total // sum(sections)) for s in sections]
+    new[0] += total - sum(new)
+    return new
+
+
 def _rope(lv: _Level) -> None:
     """Multimodal RoPE splits the rotary half-dimension into sections: rescale them."""
     d = lv.d
@@ -609,8 +617,7 @@ def _rope(lv: _Level) -> None:
     sec = [int(x) for x in sec]
     if sum(sec) == half or half < len(sec):
         return
-    new = [max(1, s * half // sum(sec)) for s in sec]
-    new[0] += half - sum(new)
+    new = scale_sections(sec, half)
     if isinstance(rope.get("mrope_section"), list):
         lv.set("rope_parameters", dict(rope, mrope_section=new))
     else:

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .configs import configs_in
-from .shrink import EXPERT_KEYS, FFN_KEYS, HEAD_KEYS, PROFILES, TOPK_KEYS
+from .shrink import EXPERT_KEYS, FFN_KEYS, HEAD_KEYS, PROFILES, TOPK_KEYS, scale_sections
 
 _TUPLE_CONCAT = 'can only concatenate list (not "tuple")'
 _NOT_PREFIXES = ("num_", "n_", "max_", "min_", "use_", "is_")
@@ -159,10 +159,10 @@ def _sections(c: Any) -> list[int] | None:
     hd = _head_dim(c)
     if not hd or hd // 2 < 3:
         return None
-    half = hd // 2
-    return [half - 2 * (3 * half // 8), 3 * half // 8, 3 * half // 8]
+    return scale_sections(_QWEN2_VL_SECTIONS, hd // 2)
 
 
+_QWEN2_VL_SECTIONS = [16, 24, 24]
 # Keys a config dict must hold where the code reads them and no default config sets them, by name.
 _DICT_KEYS: dict[str, Any] = {"mrope_section": _sections}
 
@@ -204,16 +204,14 @@ def _rekeyed(configs: list[Any], line: str, key: Any) -> list[Fill]:
 
 def _rescaled(configs: list[Any], total: int, sizes: list[int], src: str = "") -> list[Fill]:
     """Each list config value equal to `sizes` (also inside a dict value: `rope_parameters`),
-    scaled to sum to `total` in the same proportions (largest remainders), none below 1. Where
+    scaled to sum to `total` in the same proportions (shrink.scale_sections, as the shrink scales a
+    section list it finds), none below 1. Where
     no config holds them, the modeling code's own default for a config dict's key
     (`config.rope_parameters.get("mrope_section", [16, 24, 24])`) is set on that dict, scaled."""
     if total < len(sizes) or sum(sizes) <= 0:
         return []
-    exact = [s * total / sum(sizes) for s in sizes]
-    new = [max(1, int(x)) for x in exact]
-    for i in sorted(range(len(new)), key=lambda i: int(exact[i]) - exact[i])[:max(0, total - sum(new))]:
-        new[i] += 1
-    if sum(new) != total:
+    new = scale_sections(sizes, total)
+    if min(new) < 1:
         return []
     fills = []
     for c in configs:
