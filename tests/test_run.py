@@ -248,3 +248,25 @@ def test_cli_run_from_local_config_writes_json(tmp_path):
     assert data["trace_dir"] == str(tmp_path / "trace")
     logs = list((tmp_path / "trace").glob("*.log"))
     assert logs and "dynamo_start" in logs[0].read_text()
+
+
+def test_dynamo_pass_without_the_guard_latency_profile_finds_the_same_breaks(monkeypatch):
+    """The Dynamo pass skips Dynamo's metrics-only guard-latency profile (a cache flush per graph):
+    the breaks, graphs, ops and recompiles must be what the unchanged compile finds."""
+    import contextlib
+    import torch._dynamo.guards as guards
+    from enablebot.measure import guard_profile
+
+    original = guards.profile_guard_manager
+    s = spec("switch_transformers", pass_name="dynamo", numerics=False, fullgraph_check=False)
+    skipped = run_spec(s)
+    assert guards.profile_guard_manager is original  # restored after the trace
+    monkeypatch.setattr(guard_profile, "skipped", lambda: contextlib.nullcontext(False))
+    kept = run_spec(s)
+    assert skipped.verdict == kept.verdict == "graph_break"
+    assert skipped.explain_graphs == kept.explain_graphs > 10
+    assert skipped.ops_captured == kept.ops_captured
+    assert [(b.registry_id, b.user_frame.lineno, b.count) for b in skipped.graph_breaks] == \
+        [(b.registry_id, b.user_frame.lineno, b.count) for b in kept.graph_breaks]
+    assert [(st.name, st.graphs, st.recompiles) for st in skipped.steps] == \
+        [(st.name, st.graphs, st.recompiles) for st in kept.steps]

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from . import graph_breaks
+from . import guard_profile
 from . import numerics
 from . import timing
 from .. import versions
@@ -248,7 +249,8 @@ def _trace(run: Run) -> None:
     marks = getattr(run.plan, "mark_dynamic", None) or {}
     variants = [("", {})] + ([("marked:", marks)] if marks else [])
     trace_ctx = _torch_trace(spec.trace_dir) if spec.trace_dir else contextlib.nullcontext()
-    with trace_ctx, recompile_log() as recompiles:
+    metrics_ctx = guard_profile.skipped() if spec.pass_name == "dynamo" else contextlib.nullcontext()
+    with trace_ctx, metrics_ctx, recompile_log() as recompiles:
         for prefix, marked in variants:
             explainer = _trace_steps(run, backend, recompiles, prefix, marked)
     result.trace_dir = spec.trace_dir
