@@ -64,6 +64,8 @@ CASES = [
     ("diffusion_gemma", "base", "top_k_experts=2 (a count the code reads"),
     ("paddleocr_vl", "base", "rope_parameters['mrope_section']=[2, 3, 3] (the code's default [16, 24, 24] scaled"),
     ("muse_glimmer_assistant", "base", "context_hidden_states: axis 2 64 -> 320"),
+    # parent_inputs.py: a tower's arguments as the composite that contains it calls it
+    ("kimi_k25_vision", "base", "inputs as kimi_k25 calls its vision_config model (grid_thw, pixel_values)"),
 ]
 
 
@@ -220,3 +222,45 @@ def test_a_validation_message_without_a_value_names_nothing():
     assert asked_value("llama", ValueError("hidden_size must be divisible by the number of heads")) is None
     assert asked_value("llama", ValueError("foo must be __import__('os'), got 3")) is None  # never evaluated
     assert asked_value("llama", ValueError("not_a_field must be 0, got 3")) is None
+
+
+def test_a_towers_call_is_captured_by_name_from_its_composite():
+    """parent_inputs.capture: the first call of the sub-model built from the tower's config class,
+    positional arguments bound to the forward's names, None left out, tensors detached copies."""
+    from enablebot.model.parent_inputs import capture
+
+    class TowerConfig:
+        pass
+
+    class Tower(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.config = TowerConfig()
+            self.proj = torch.nn.Linear(4, 4)
+
+        def forward(self, pixels, grid=None, scale=None):
+            return self.proj(pixels) * grid.sum()
+
+    class Composite(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.tower = Tower()
+
+        def forward(self, x):
+            grid = torch.tensor([[1, 2, 2]])
+            return self.tower(x * 2, grid=grid)
+
+    x = torch.randn(2, 4)
+    module, args = capture(Composite(), {"x": x}, TowerConfig)
+    assert isinstance(module, Tower) and sorted(args) == ["grid", "pixels"]  # scale=None left out
+    assert torch.equal(args["pixels"], x * 2) and args["grid"].tolist() == [[1, 2, 2]]
+    assert capture(Composite(), {"x": x}, int) is None  # no sub-model of that config: nothing
+
+
+@_needs("granite_docling_vision")
+def test_a_composite_that_never_calls_its_tower_gives_it_no_inputs(no_entry):
+    """granite_docling's generic inputs run its text only (no image placeholders the rules can
+    place), so its vision tower is never called: the tower keeps its own error, no capture."""
+    r = run_spec(RunSpec(model_id="granite_docling_vision", task="base", mode="eval", pass_name="build",
+                         registry=str(no_entry.path)))
+    assert r.verdict == "eager_error" and "captured" not in r.note

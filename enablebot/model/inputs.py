@@ -47,6 +47,10 @@ from .images import add_image_tokens, image_arg
 from .tensors import IMAGE_TOKEN_SUBS, RULES, Ctx, config_width_vector, eval_dim, image_token, rule_for
 from .trial import run_completing, runs
 
+# The start of the error where no rule makes a required input (prepare may then ask a composite).
+NO_GENERIC_INPUT = "no generic input for"
+
+
 def _required(model: Any) -> list[str]:
     out = []
     for name, p in inspect.signature(model.forward).parameters.items():
@@ -118,7 +122,7 @@ def default_inputs(model: Any, config: Any, modality: str, *, batch: int, seq_le
             if t is None:
                 t = config_width_vector(ctx, name)
             if t is None:
-                raise ValueError(f"no generic input for {type(model).__name__}.{name}; "
+                raise ValueError(f"{NO_GENERIC_INPUT} {type(model).__name__}.{name}; "
                                  "add an `inputs` recipe to the registry")
             ctx.out[name] = t
             continue

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..results import RunSpec
+from .inputs import NO_GENERIC_INPUT
 
 
 @dataclass
@@ -73,11 +74,22 @@ def prepare(spec: RunSpec, res: Any = None, *, reuse: bool = True) -> Prepared:
     res = res if res is not None else resolve_spec(spec)
     built = build.build_model(res, size=spec.size, task=spec.task, seed=spec.seed)
     recipe = (res.entry.inputs if res.entry else None) or {}
-    inputs, notes, err = _inputs_for(built.model, built.config, built.modality, recipe, spec)
+    try:
+        inputs, notes, err = _inputs_for(built.model, built.config, built.modality, recipe, spec)
+    except ValueError as e:  # no rule makes an input: a composite that contains the model may
+        if recipe or not str(e).startswith(NO_GENERIC_INPUT):
+            raise
+        inputs, notes, err = {}, [], e
     if err is not None and not (res.entry and res.entry.hook):
         built, inputs, notes, err = _filled_at_forward(spec, built, inputs, recipe, err, notes)
     if err is not None:
-        built, inputs = _other_widths(res, spec, built, inputs, recipe, err, notes)
+        widened = _other_widths(res, spec, built, inputs, recipe, err, notes)
+        if widened[0] is not built:
+            (built, inputs), err = widened, None
+    if err is not None and not recipe:
+        built, inputs, notes, err = _from_parent(spec, built, inputs, notes, err)
+    if isinstance(err, ValueError) and str(err).startswith(NO_GENERIC_INPUT):
+        raise err
     prepared = Prepared(model=built.model, config=built.config, inputs=inputs, model_type=res.model_type,
                         class_name=built.class_name, modality=built.modality, recipe=recipe,
                         changes=built.changes, notes=[*built.notes, *notes])
@@ -163,6 +175,54 @@ def _other_widths(res: Any, spec: RunSpec, built: Any, inputs: dict[str, Any], r
         key, value, current, err = moved
         extra[key] = value
     return built, inputs
+
+
+_IN_PARENT: list[str] = []  # the composites being built for a tower's inputs (no nesting)
+
+
+def _from_parent(spec: RunSpec, built: Any, inputs: dict[str, Any], notes: list[str],
+                 err: BaseException) -> tuple[Any, Any, list[str], BaseException | None]:
+    """The model rebuilt from a containing composite's sub-config, with the arguments that
+    composite calls it with (parent_inputs.py), where they run it: (built, inputs, notes, None).
+    As they were, with `err`, where no composite gives a call that runs."""
+    import dataclasses
+
+    import torch
+
+    from .parent_inputs import from_parent
+
+    if _IN_PARENT:
+        return built, inputs, notes, err
+
+    def build_parent(parent: str) -> tuple[Any, dict[str, Any]] | None:
+        for task in ("base", None):
+            try:
+                p = prepare(dataclasses.replace(spec, model_id=parent, task=task, resolved=None), reuse=False)
+                return p.model, p.inputs
+            except Exception:  # noqa: BLE001 - a composite that does not build gives nothing
+                continue
+        return None
+
+    def runs(model: Any, args: dict[str, Any]) -> BaseException | None:
+        try:
+            with torch.no_grad():
+                model(**args)
+        except Exception as e:  # noqa: BLE001 - the tower's own error: not this composite's call
+            return e
+        return None
+
+    _IN_PARENT.append(spec.model_id)
+    try:
+        got = from_parent(type(built.model), type(built.config), build_parent=build_parent, seed=spec.seed,
+                          runs=runs)
+    finally:
+        _IN_PARENT.pop()
+    if got is None:
+        return built, inputs, notes, err
+    model, cap = got
+    note = (f"inputs as {cap.parent} calls its {cap.attr} model ({', '.join(sorted(cap.inputs))}), captured "
+            f"from {cap.parent}'s forward; built from {cap.parent}'s {cap.attr}")
+    return dataclasses.replace(built, model=model, config=cap.config), cap.inputs, [note], None
 
 
 def _copy(p: Prepared, copied: bool = False) -> Prepared:
