@@ -64,6 +64,8 @@ CASES = [
     ("diffusion_gemma", "base", "top_k_experts=2 (a count the code reads"),
     ("paddleocr_vl", "base", "rope_parameters['mrope_section']=[2, 3, 3] (the code's default [16, 24, 24] scaled"),
     ("muse_glimmer_assistant", "base", "context_hidden_states: axis 2 64 -> 320"),
+    # trial.add_training_inputs: an argument the forward requires only in training mode
+    ("molmo2", "base", "mm_token_type_ids: by its rule (the forward requires it in training)"),
     # parent_inputs.py: a tower's arguments as the composite that contains it calls it
     ("kimi_k25_vision", "base", "inputs as kimi_k25 calls its vision_config model (grid_thw, pixel_values)"),
 ]

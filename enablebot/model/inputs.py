@@ -260,6 +260,12 @@ def build_inputs(model: Any, config: Any, modality: str, recipe: dict[str, Any] 
     from .layouts import relayout
 
     out, changed, err = relayout(model, out, generic, merges_images=image_token(config) is not None)
+    if err is None and not recipe.get("tensors"):
+        from .trial import add_training_inputs
+
+        ctx.out = out
+        changed = [*changed, *(f"{n}: by its rule (the forward requires it in training)"
+                               for n in add_training_inputs(model, ctx))]
     if notes is not None:
         notes.extend(changed)
     if failure is not None and err is not None:

@@ -343,6 +343,7 @@ def _image_token_mask(ctx: Ctx) -> Any:
 
 
 RULES["image_token_mask"] = _image_token_mask
+RULES["mm_token_type_ids"] = _image_token_mask  # the processor's modality per token: 1 at image tokens
 
 
 def _flattened_patches(ctx: Ctx) -> Any:

@@ -6,6 +6,7 @@ rule for the name) until the forward runs, and keeps them only if it does.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from .tensors import Ctx, rule_for
@@ -15,14 +16,15 @@ def runs(model: Any, inputs: dict[str, Any]) -> bool:
     return trial_forward(model, inputs) is None
 
 
-def trial_forward(model: Any, inputs: dict[str, Any]) -> Exception | None:
-    """One no-grad forward (mode and RNG left as they were): None, or what it raised."""
+def trial_forward(model: Any, inputs: dict[str, Any], *, train: bool = False) -> Exception | None:
+    """One no-grad forward in eval (or training) mode, mode and RNG left as they were: None, or
+    what it raised."""
     import torch
 
     training = model.training
     try:
         with torch.random.fork_rng(), torch.no_grad():
-            model.eval()
+            model.train(train)
             model(**inputs)
         return None
     except Exception as e:  # noqa: BLE001 - any failure means "not these inputs"
@@ -64,3 +66,33 @@ def _missing_tensor(model: Any, name: str, ctx: Ctx) -> Any:
             return t
     rule = rule_for(name)
     return rule(ctx) if rule is not None else None
+
+
+# An argument a forward names as required (`mm_token_type_ids` is required ...), in backticks or quotes.
+_NAMED_RE = re.compile(r"[`'](\w+)[`']")
+
+
+def add_training_inputs(model: Any, ctx: Ctx, rounds: int = 2) -> list[str]:
+    """Inputs that run in eval but that the forward refuses in training mode, naming an argument
+    it requires then (Molmo 2: "`mm_token_type_ids` is required as a model input when training";
+    its processor always returns it): that argument by the rule for its name (else as documented),
+    kept only when the forward then runs in both modes. Returns the names added."""
+    import inspect
+
+    params = inspect.signature(model.forward).parameters
+    added: list[str] = []
+    for _ in range(rounds):
+        err = trial_forward(model, ctx.out, train=True)
+        if err is None:
+            break
+        names = [n for n in dict.fromkeys(_NAMED_RE.findall(str(err))) if n in params and n not in ctx.out]
+        tensors = {n: _missing_tensor(model, n, ctx) for n in names[:1]}
+        if not tensors or any(t is None for t in tensors.values()):
+            break
+        ctx.out.update(tensors)
+        added += list(tensors)
+    if added and (trial_forward(model, ctx.out, train=True) is not None or trial_forward(model, ctx.out) is not None):
+        for n in added:
+            ctx.out.pop(n, None)
+        return []
+    return added
