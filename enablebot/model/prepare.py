@@ -187,9 +187,8 @@ def _from_parent(spec: RunSpec, built: Any, inputs: dict[str, Any], notes: list[
     As they were, with `err`, where no composite gives a call that runs."""
     import dataclasses
 
-    import torch
-
     from .parent_inputs import from_parent
+    from .trial import trial_forward
 
     if _IN_PARENT:
         return built, inputs, notes, err
@@ -203,18 +202,10 @@ def _from_parent(spec: RunSpec, built: Any, inputs: dict[str, Any], notes: list[
                 continue
         return None
 
-    def runs(model: Any, args: dict[str, Any]) -> BaseException | None:
-        try:
-            with torch.no_grad():
-                model(**args)
-        except Exception as e:  # noqa: BLE001 - the tower's own error: not this composite's call
-            return e
-        return None
-
     _IN_PARENT.append(spec.model_id)
     try:
         got = from_parent(type(built.model), type(built.config), build_parent=build_parent, seed=spec.seed,
-                          runs=runs)
+                          runs=trial_forward)
     finally:
         _IN_PARENT.pop()
     if got is None:
