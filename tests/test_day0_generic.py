@@ -68,6 +68,9 @@ CASES = [
     ("molmo2", "base", "mm_token_type_ids: by its rule (the forward requires it in training)"),
     # parent_inputs.py: a tower's arguments as the composite that contains it calls it
     ("kimi_k25_vision", "base", "inputs as kimi_k25 calls its vision_config model (grid_thw, pixel_values)"),
+    # unset.py: per-stage width lists a head indexes (and their kernel sizes); shrink.py: a per-layer
+    # list of head counts follows the shrunk counts
+    ("sapiens2", "head", "Sapiens2HeadConfig.upsample_out_channels=[64, 64] (per-stage widths the code indexes"),
 ]
 
 
@@ -266,3 +269,47 @@ def test_a_composite_that_never_calls_its_tower_gives_it_no_inputs(no_entry):
     r = run_spec(RunSpec(model_id="granite_docling_vision", task="base", mode="eval", pass_name="build",
                          registry=str(no_entry.path)))
     assert r.verdict == "eager_error" and "captured" not in r.note
+
+
+def test_an_annotation_admits_only_its_own_members():
+    """A strict config refuses an int where `list[int] | None` is declared: the unset rules must
+    not read the `int` inside the list as an int field (they did, and Sapiens2 failed to build)."""
+    from enablebot.model.unset import _admits
+
+    assert not _admits("list[int] | None", "int") and _admits("list[int] | None", "list")
+    assert _admits("int | None", "int") and _admits("typing.Optional[int]", "int")
+    assert not _admits("typing.Optional[list[int]]", "int") and _admits("<class 'int'>", "int")
+    assert not _admits("dict | PreTrainedConfig | None", "int") and _admits("", "int")
+
+
+@_needs("sapiens2")
+def test_a_sub_config_left_none_gets_its_class_defaults_and_an_auto_config_is_never_guessed():
+    """Sapiens2 at 5.10.1 left `head_config` None and its head read `config.head_config.X`; the
+    sub-config comes from the class the config names in `sub_configs`. A sub-config whose class is
+    AutoConfig (any model type) is not guessed."""
+    from enablebot.model.unset import _sub_configs, fill_unset
+
+    cfg = transformers.Sapiens2Config(hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+                                      num_key_value_attention_heads=2, intermediate_size=64, image_size=64)
+    cfg.head_config = None
+    with pytest.raises(AttributeError) as e:
+        transformers.Sapiens2ForSemanticSegmentation(cfg)
+    fills = fill_unset(cfg, e.value)
+    assert [(f.where, f.name) for f in fills] == [("Sapiens2Config", "head_config")]
+    assert type(cfg.head_config).__name__ == "Sapiens2HeadConfig"
+    llava = transformers.LlavaConfig()
+    llava.text_config = None
+    assert _sub_configs([llava], "x = config.text_config.vocab_size", "'NoneType' object has no attribute 'vocab_size'") == []
+    assert llava.text_config is None
+
+
+def test_a_per_layer_head_list_follows_the_shrunk_head_counts():
+    from enablebot.model.shrink import shrink_dict
+
+    d = {"model_type": "x", "hidden_size": 1024, "num_hidden_layers": 4, "num_attention_heads": 16,
+         "num_key_value_attention_heads": 8, "num_key_value_heads_per_layer": [16, 8, 8, 16]}
+    changes = shrink_dict(d)
+    heads, kv = d["num_attention_heads"], d["num_key_value_attention_heads"]
+    assert kv < 8 and heads % kv == 0
+    assert set(d["num_key_value_heads_per_layer"]) <= {heads, kv}  # full-attention and GQA layers kept
+    assert "num_key_value_heads_per_layer" in changes

@@ -279,10 +279,16 @@ def build_model(res: Resolved, *, size: str = "tiny", task: str | None = None, s
             raise
         except AttributeError as e:  # an attribute the default config lacks (a checkpoint has it)
             fixed = repair(cfg, e)
-            if fixed is None:
+            if fixed is not None:
+                changes = {**changes, f"{fixed.name} (set: the default config lacks it)": fixed.value}
+                notes.append(str(fixed))
+                continue
+            fills = fill_unset(cfg, e)  # or a sub-config it leaves None
+            if not fills:
                 raise
-            changes = {**changes, f"{fixed.name} (set: the default config lacks it)": fixed.value}
-            notes.append(str(fixed))
+            changes = {**changes, **{f"{f.where}.{f.name} (set: the default config leaves it unset)": f.value
+                                     for f in fills}}
+            notes += [str(f) for f in fills]
         except (TypeError, KeyError) as e:  # a value the default config leaves unset (unset.py)
             fills = fill_unset(cfg, e)
             if not fills:

@@ -85,7 +85,8 @@ HEAD_KEYS = {
     "num_attention_heads", "n_head", "n_heads", "encoder_attention_heads",
     "decoder_attention_heads", "num_heads", "attention_heads",
 }
-KV_HEAD_KEYS = {"num_key_value_heads", "n_kv_heads", "num_kv_heads", "multi_query_group_num"}
+KV_HEAD_KEYS = {"num_key_value_heads", "n_kv_heads", "num_kv_heads", "multi_query_group_num",
+                "num_key_value_attention_heads"}  # the last: Sapiens2's GQA layers
 # Feed-forward widths, also with prefixes (`t2u_encoder_ffn_dim`, `projection_intermediate_size`).
 _FFN_RE = re.compile(r"(intermediate_size|_ffn_dim)$")
 FFN_KEYS = {
@@ -217,6 +218,7 @@ def shrink_dict(d: dict[str, Any], size: str = "tiny", changes: dict[str, Any] |
     _heads(lv, p)
     _widths(lv, p)
     _layers(lv, p)
+    _per_layer_heads(lv)
     _experts(lv, p)
     _state_space(lv, p)
     _rope(lv)
@@ -518,6 +520,25 @@ def _layers(lv: _Level, p: SizeProfile) -> None:
         if _int(d.get(k)) and d[k] > 1:
             lv.set(k, 1)
     _periodic_kinds(lv, len(keep))
+
+
+_PER_LAYER_HEADS_RE = re.compile(r"heads_per_layer$|^per_layer_\w*heads$")
+
+
+def _per_layer_heads(lv: _Level) -> None:
+    """A per-layer list of head counts (Sapiens2's `num_key_value_heads_per_layer`: full attention
+    in the first and last layers, GQA between) follows the head counts it was made of: an entry equal
+    to a full-size head (or kv-head) count becomes that count's shrunk value, others the largest
+    divisor of the shrunk heads not above them, so every layer's attention still fits the width."""
+    heads = next((lv.d[k] for k in HEAD_KEYS if _int(lv.d.get(k)) and lv.d[k] > 0), None)
+    if not heads:
+        return
+    mapping = {lv.orig[k]: lv.d[k] for k in HEAD_KEYS | KV_HEAD_KEYS
+               if _int(lv.orig.get(k)) and _int(lv.d.get(k)) and lv.orig[k] > 0}
+    for k, v in list(lv.d.items()):
+        lst = _ints(v) if isinstance(v, list) else None
+        if _PER_LAYER_HEADS_RE.search(k) and lst and all(x > 0 for x in lst):
+            lv.set(k, [mapping.get(x, _divisor_at_most(heads, x)) for x in lst])
 
 
 _PERIOD_RE = re.compile(r"^(\w+)_period$")

@@ -83,8 +83,39 @@ def _annotation(c: Any, name: str) -> str:
     return ""
 
 
+def _members(annotation: str) -> list[str]:
+    """The top-level members of a union annotation: `list[int] | None` -> ['list[int]', 'None'];
+    `Optional[int]` -> ['int', 'None']; `typing.` prefixes dropped."""
+    a = annotation.replace("typing.", "").strip()
+    m = re.fullmatch(r"(Optional|Union)\[(.*)\]", a)
+    if m:
+        inner = _members_split(m.group(2), ",")
+        return inner + (["None"] if m.group(1) == "Optional" else [])
+    return _members_split(a, "|")
+
+
+def _members_split(text: str, sep: str) -> list[str]:
+    out, depth, cur = [], 0, ""
+    for ch in text:
+        depth += ch in "[(" and 1 or (ch in "])" and -1 or 0)
+        if ch == sep and depth == 0:
+            out.append(cur.strip())
+            cur = ""
+        else:
+            cur += ch
+    return [x for x in out + [cur.strip()] if x]
+
+
 def _admits(annotation: str, kind: str) -> bool:
-    return not annotation or re.search(rf"\b{kind}\b", annotation) is not None or "Any" in annotation
+    """Whether a value of `kind` (int, list, ...) is one of the annotation's own members: `list[int]`
+    admits a list, not an int (a strict config refuses an int there)."""
+    if not annotation:
+        return True
+    for m in _members(annotation):
+        head = re.sub(r"^<class '(\w+)'>$", r"\1", m).split("[")[0].strip()
+        if head in (kind, "Any") or head == kind.capitalize() and kind in ("list", "dict", "tuple"):
+            return True
+    return False
 
 
 # "split_with_sizes expects split_sizes to sum exactly to 8 (...), but got split_sizes=[16, 24, 24]":
@@ -244,10 +275,17 @@ def _count(c: Any, name: str, why: str, statement: str = "") -> list[Fill]:
         value: Any = _tiny_count(name)
     elif _admits(ann, "list") and re.search(r"\blen\(\s*(?:self\.)?(?:config\.)?%s\b" % re.escape(name), statement):
         value = []  # only counted: none of them
+    elif _admits(ann, "list") and _WIDTHS.search(name) and re.search(r"\b%s\s*\[" % re.escape(name), statement):
+        # A per-stage width list the code indexes (Sapiens2's head `upsample_out_channels[:-1]`):
+        # checkpoints set it; the tiny profile's width for each of _STAGES stages.
+        value = [PROFILES["tiny"].hidden] * _STAGES
+        why = f"per-stage widths the code indexes; the tiny width for {_STAGES} stages"
     else:
         return []  # a string or structure the name does not tell
     setattr(c, name, value)
     fills = [Fill(type(c).__name__, name, value, why)]
+    if isinstance(value, list) and value:
+        return fills + _per_stage_siblings(c, name, len(value))
     prefix = name.split("_")[0] + "_"
     if prefix not in _NOT_PREFIXES:
         for k, v in list(vars(c).items()):
@@ -255,6 +293,48 @@ def _count(c: Any, name: str, why: str, statement: str = "") -> list[Fill]:
                 sib = _tiny_count(k)
                 setattr(c, k, sib)
                 fills.append(Fill(type(c).__name__, k, sib, f"unset beside {name}"))
+    return fills
+
+
+# A list of per-stage widths, by its name; kernel sizes and strides are not widths.
+_WIDTHS = re.compile(r"(out_channels|hidden_sizes|_dims|_widths)$")
+_STAGES = 2
+
+
+def _per_stage_siblings(c: Any, name: str, n: int) -> list[Fill]:
+    """The unset per-stage lists beside a filled one (`upsample_kernel_sizes` beside
+    `upsample_out_channels`), each its scalar namesake repeated (`upsample_kernel_size`) as
+    configs derive them when the width list is given; a list is never given a length of its own."""
+    stem, out = name.split("_")[0] + "_", []
+    for k, v in list(vars(c).items()):
+        if k == name or not k.startswith(stem) or v is not None or not k.endswith("s"):
+            continue
+        scalar = getattr(c, k[:-1], None)
+        if isinstance(scalar, (int, float)) and not isinstance(scalar, bool) and _admits(_annotation(c, k), "list"):
+            setattr(c, k, [scalar] * n)
+            out.append(Fill(type(c).__name__, k, [scalar] * n, f"{k[:-1]} for each stage of {name}"))
+    return out
+
+
+def _sub_configs(configs: list[Any], line: str, message: str) -> list[Fill]:
+    """`config.head_config.use_pixel_shuffle` on a sub-config the default config leaves None
+    (Sapiens2 at 5.10.1): the class its config names for that key in `sub_configs`, at its
+    defaults. Only a concrete config class (not AutoConfig, which needs a model type to pick one)."""
+    m = re.search(r"'NoneType' object has no attribute '(\w+)'", message)
+    if m is None:
+        return []
+    fills = []
+    for sub, attr in re.findall(r"config\.(\w+)\.(\w+)", line):
+        if attr != m.group(1):
+            continue
+        for c in configs:
+            cls = (getattr(type(c), "sub_configs", None) or {}).get(sub)
+            if sub not in vars(c) or getattr(c, sub) is not None or not isinstance(cls, type) \
+                    or cls.__name__ == "AutoConfig" or not hasattr(cls, attr):
+                continue
+            setattr(c, sub, cls())
+            fills.append(Fill(type(c).__name__, sub, f"{cls.__name__}()", "a sub-config the code reads, "
+                              "at its class's defaults"))
     return fills
 
 
@@ -276,6 +356,8 @@ def fill_unset(cfg: Any, err: BaseException) -> list[Fill]:
     if isinstance(err, KeyError):
         key = err.args[0] if err.args else None
         return _rekeyed(configs, line, key) or _keyed(configs, line, key)
+    if isinstance(err, AttributeError):
+        return _sub_configs(configs, line, str(err))
     if not isinstance(err, TypeError) or "NoneType" not in str(err) and "None" not in str(err):
         return []
     names = set(re.findall(r"\b([A-Za-z_]\w*)\b", line))
