@@ -71,6 +71,9 @@ CASES = [
     # unset.py: per-stage width lists a head indexes (and their kernel sizes); shrink.py: a per-layer
     # list of head counts follows the shrunk counts
     ("sapiens2", "head", "Sapiens2HeadConfig.upsample_out_channels=[64, 64] (per-stage widths the code indexes"),
+    # processor_inputs.py: a tower's inputs from the image processor of its type or its composite
+    ("gemma4_vision", "base", "inputs from gemma4's image processor Gemma4ImageProcessorPil: pixel_position_ids (its image_position_ids)"),
+    ("minicpmv4_7_vision", "base", "image processor MiniCPMV4_6ImageProcessorPil: pixel_values, target_sizes"),
 ]
 
 
@@ -313,3 +316,36 @@ def test_a_per_layer_head_list_follows_the_shrunk_head_counts():
     assert kv < 8 and heads % kv == 0
     assert set(d["num_key_value_heads_per_layer"]) <= {heads, kv}  # full-attention and GQA layers kept
     assert "num_key_value_heads_per_layer" in changes
+
+
+def test_processor_tensors_reach_the_forward_only_by_name_or_the_image_pixel_synonym():
+    import torch
+
+    from enablebot.model.processor_inputs import _by_parameter, from_processor
+
+    params = {"pixel_values": None, "pixel_position_ids": None, "target_sizes": None}
+    out = {"pixel_values": torch.zeros(1), "image_position_ids": torch.zeros(1), "num_soft_tokens_per_image": torch.zeros(1),
+           "grids": [[0, 0]]}
+    args, renamed = _by_parameter(out, params)
+    assert sorted(args) == ["pixel_position_ids", "pixel_values"] and renamed == {"pixel_position_ids": "image_position_ids"}
+    # a text model has no image argument: no processor is asked, whatever its type registers
+    llama = transformers.LlamaModel(transformers.LlamaConfig(vocab_size=64, hidden_size=32, num_hidden_layers=1,
+                                                             num_attention_heads=2, intermediate_size=32))
+    assert from_processor(llama, llama.config, "llama", batch=2, gen=torch.Generator(), runs=lambda m, x: None) is None
+
+
+@_needs("gemma4_vision")
+def test_processor_inputs_that_do_not_run_the_model_are_not_kept(no_entry):
+    """Gemma 4's processor covers its tower's arguments, but a forward that refuses them (here: a
+    verdict of the trial) leaves nothing: the rule never hands out inputs that did not run."""
+    import torch
+
+    from enablebot.model.processor_inputs import from_processor
+
+    b = build_model(resolve("gemma4_vision", no_entry), task="base")
+    refused = from_processor(b.model, b.config, "gemma4_vision", batch=2, gen=torch.Generator().manual_seed(0),
+                             runs=lambda m, x: RuntimeError("no"))
+    assert refused is None
+    got = from_processor(b.model, b.config, "gemma4_vision", batch=2, gen=torch.Generator().manual_seed(0),
+                         runs=lambda m, x: None)
+    assert got is not None and got.owner == "gemma4" and got.inputs["pixel_values"].shape[0] == 2

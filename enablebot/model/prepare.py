@@ -88,6 +88,8 @@ def prepare(spec: RunSpec, res: Any = None, *, reuse: bool = True) -> Prepared:
             (built, inputs), err = widened, None
     if err is not None and not recipe:
         built, inputs, notes, err = _from_parent(spec, built, inputs, notes, err)
+    if err is not None and not recipe:
+        inputs, notes, err = _from_processor(spec, res.model_type, built, inputs, notes, err)
     if isinstance(err, ValueError) and str(err).startswith(NO_GENERIC_INPUT):
         raise err
     prepared = Prepared(model=built.model, config=built.config, inputs=inputs, model_type=res.model_type,
@@ -214,6 +216,22 @@ def _from_parent(spec: RunSpec, built: Any, inputs: dict[str, Any], notes: list[
     note = (f"inputs as {cap.parent} calls its {cap.attr} model ({', '.join(sorted(cap.inputs))}), captured "
             f"from {cap.parent}'s forward; built from {cap.parent}'s {cap.attr}")
     return dataclasses.replace(built, model=model, config=cap.config), cap.inputs, [note], None
+
+
+def _from_processor(spec: RunSpec, model_type: str, built: Any, inputs: dict[str, Any], notes: list[str],
+                    err: BaseException) -> tuple[dict[str, Any], list[str], BaseException | None]:
+    """The inputs the release's image processor makes for the model (processor_inputs.py), where
+    they run it: (inputs, [note], None); as they were, with `err`, where none does."""
+    import torch
+
+    from .processor_inputs import from_processor
+    from .trial import trial_forward
+
+    got = from_processor(built.model, built.config, model_type, batch=spec.batch_size,
+                         gen=torch.Generator().manual_seed(spec.seed), runs=trial_forward)
+    if got is None:
+        return inputs, notes, err
+    return got.inputs, [got.note()], None
 
 
 def _copy(p: Prepared, copied: bool = False) -> Prepared:
