@@ -300,10 +300,58 @@ def test_a_sub_config_left_none_gets_its_class_defaults_and_an_auto_config_is_ne
     fills = fill_unset(cfg, e.value)
     assert [(f.where, f.name) for f in fills] == [("Sapiens2Config", "head_config")]
     assert type(cfg.head_config).__name__ == "Sapiens2HeadConfig"
-    llava = transformers.LlavaConfig()
-    llava.text_config = None
-    assert _sub_configs([llava], "x = config.text_config.vocab_size", "'NoneType' object has no attribute 'vocab_size'") == []
-    assert llava.text_config is None
+    holder = _AutoHolder()
+    assert _sub_configs([holder], "x = config.vision_config.hidden_size", "'NoneType' object has no attribute 'hidden_size'") == []
+    assert holder.vision_config is None
+
+
+class _AutoHolder:
+    """A config whose vision sub-config is any model type (AutoConfig) with no declared default."""
+    sub_configs = {"vision_config": transformers.AutoConfig}
+
+    def __init__(self):
+        self.vision_config = None
+
+
+class _OldStyleHolder:
+    """Diffusion Gemma at 5.11.0: AutoConfig in sub_configs, the default type only in its own code."""
+    sub_configs = {"vision_config": transformers.AutoConfig, "audio_config": transformers.AutoConfig}
+
+    def __post_init__(self):
+        if isinstance(self.vision_config, dict):
+            self.vision_config["model_type"] = self.vision_config.get("model_type", "gemma4_vision")
+        if isinstance(self.audio_config, dict):
+            self.audio_config["model_type"] = self.audio_config.get("model_type", "__import__('os')")
+
+
+def test_a_sub_configs_class_is_the_declared_default_or_the_type_its_own_code_names():
+    from enablebot.model.unset import _sub_config_class
+
+    assert _sub_config_class(transformers.LlavaConfig, "text_config")[0] is transformers.LlamaConfig  # sub_configs_defaults
+    assert _sub_config_class(_OldStyleHolder, "vision_config")[0].model_type == "gemma4_vision"
+    assert _sub_config_class(_OldStyleHolder, "audio_config") == (None, "")  # not a model type: nothing
+    assert _sub_config_class(_AutoHolder, "vision_config") == (None, "")  # AutoConfig, no default: no guess
+
+
+def test_a_none_read_through_a_local_is_filled_from_the_config_attribute_the_local_copied():
+    """`heads // kv` where `kv = config.num_global_key_value_heads` just above (Diffusion Gemma 5.11.0)."""
+    from enablebot.model.unset import fill_unset
+
+    cfg = transformers.LlamaConfig(num_hidden_layers=1)
+    cfg.num_global_key_value_heads = None
+    err = None
+    try:
+        _divide_through_a_local(cfg)
+    except TypeError as e:
+        err = e
+    assert err is not None
+    # the frame is this test file, not a transformers modeling file: nothing is read
+    assert fill_unset(cfg, err) == [] and cfg.num_global_key_value_heads is None
+
+
+def _divide_through_a_local(config):
+    kv = config.num_global_key_value_heads
+    return config.num_attention_heads // kv
 
 
 def test_a_per_layer_head_list_follows_the_shrunk_head_counts():

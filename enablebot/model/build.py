@@ -289,7 +289,7 @@ def build_model(res: Resolved, *, size: str = "tiny", task: str | None = None, s
             changes = {**changes, **{f"{f.where}.{f.name} (set: the default config leaves it unset)": f.value
                                      for f in fills}}
             notes += [str(f) for f in fills]
-        except (TypeError, KeyError) as e:  # a value the default config leaves unset (unset.py)
+        except (TypeError, KeyError, ValueError) as e:  # a value the default config leaves unset (unset.py)
             fills = fill_unset(cfg, e)
             if not fills:
                 raise

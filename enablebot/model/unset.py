@@ -50,7 +50,8 @@ def _model_frame(err: BaseException) -> Any:
     """The innermost traceback entry in a transformers modeling file, or None."""
     tb, last = err.__traceback__, None
     while tb is not None:
-        if "/transformers/models/" in tb.tb_frame.f_code.co_filename.replace("\\", "/"):
+        path = tb.tb_frame.f_code.co_filename.replace("\\", "/")
+        if "/transformers/models/" in path and "/transformers/models/auto/" not in path:  # the factory reads no config
             last = tb
         tb = tb.tb_next
     return last
@@ -321,20 +322,85 @@ def _sub_configs(configs: list[Any], line: str, message: str) -> list[Fill]:
     (Sapiens2 at 5.10.1): the class its config names for that key in `sub_configs`, at its
     defaults. Only a concrete config class (not AutoConfig, which needs a model type to pick one)."""
     m = re.search(r"'NoneType' object has no attribute '(\w+)'", message)
-    if m is None:
+    if m is not None:  # config.head_config.use_pixel_shuffle
+        reads = [(sub, attr) for sub, attr in re.findall(r"config\.(\w+)\.(\w+)", line) if attr == m.group(1)]
+    elif _NONE_CONFIG in message:  # AutoModel.from_config(config.vision_config)
+        reads = [(sub, "") for sub in re.findall(r"from_config\(\s*(?:self\.)?config\.(\w+)\s*\)", line)]
+    else:
         return []
     fills = []
-    for sub, attr in re.findall(r"config\.(\w+)\.(\w+)", line):
-        if attr != m.group(1):
-            continue
+    for sub, attr in reads:
         for c in configs:
-            cls = (getattr(type(c), "sub_configs", None) or {}).get(sub)
-            if sub not in vars(c) or getattr(c, sub) is not None or not isinstance(cls, type) \
-                    or cls.__name__ == "AutoConfig" or not hasattr(cls, attr):
+            if sub not in vars(c) or getattr(c, sub) is not None:
                 continue
-            setattr(c, sub, cls())
-            fills.append(Fill(type(c).__name__, sub, f"{cls.__name__}()", "a sub-config the code reads, "
-                              "at its class's defaults"))
+            cls, why = _sub_config_class(type(c), sub)
+            if cls is None or attr and not hasattr(cls, attr):
+                continue
+            setattr(c, sub, _shrunk(cls()))
+            fills.append(Fill(type(c).__name__, sub, f"{cls.__name__}()", f"a sub-config the code reads: {why}, shrunk"))
+    return fills
+
+
+_NONE_CONFIG = "Unrecognized configuration class <class 'NoneType'>"
+
+
+def _sub_config_class(holder: type, sub: str) -> tuple[type | None, str]:
+    """The config class for `holder.sub`: the one `sub_configs` names, else, where that is AutoConfig,
+    the model type the holder's own code defaults a dict of that key to
+    (`self.vision_config.get("model_type", "gemma4_vision")`); never a guess."""
+    import inspect
+
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    cls = (getattr(holder, "sub_configs", None) or {}).get(sub)
+    if isinstance(cls, type) and cls.__name__ != "AutoConfig":
+        return cls, f"the class {holder.__name__}.sub_configs names, at its defaults"
+    spec = (getattr(holder, "sub_configs_defaults", None) or {}).get(sub)  # 5.2x: SubConfigSpec(model_type=...)
+    default = spec if isinstance(spec, type) else None
+    if default is None and isinstance(getattr(spec, "model_type", None), str) and spec.model_type in CONFIG_MAPPING:
+        default = CONFIG_MAPPING[spec.model_type]
+    if default is not None and default.__name__ != "AutoConfig":
+        return default, f"the default {holder.__name__}.sub_configs_defaults names ({default.__name__})"
+    try:
+        src = inspect.getsource(holder)
+    except (OSError, TypeError):
+        return None, ""
+    m = re.search(r"%s(?:\.get\(\s*|\[\s*)[\"']model_type[\"']\s*(?:,|\]\s*(?:if|or)[^\n]*?)\s*[\"'](\w+)[\"']"
+                  % re.escape(sub), src)
+    if m is None or m.group(1) not in CONFIG_MAPPING:
+        return None, ""
+    return CONFIG_MAPPING[m.group(1)], f"the model type {holder.__name__}'s own code defaults it to ({m.group(1)!r})"
+
+
+def _shrunk(cfg: Any) -> Any:
+    """A default sub-config is full size: shrunk as the rest of the tiny model was."""
+    from .shrink import shrink_config
+
+    try:
+        return shrink_config(cfg)[0]
+    except Exception:  # noqa: BLE001 - a config the shrink cannot rebuild stays at its defaults
+        return cfg
+
+
+def _through_locals(configs: list[Any], tb: Any, path: str, line: str, back: int = 8) -> list[Fill]:
+    """Read through a local: `config.num_attention_heads // num_key_value_heads` where a line just
+    above set `num_key_value_heads = config.num_global_key_value_heads if ... else ...` (Diffusion
+    Gemma at 5.11.0): the None config values that assignment reads, filled as counts."""
+    local = tb.tb_frame.f_locals
+    fills: list[Fill] = []
+    for name in sorted(set(re.findall(r"\b([A-Za-z_]\w*)\b", line))):
+        if name not in local or local[name] is not None:
+            continue
+        for i in range(tb.tb_lineno - 1, max(tb.tb_lineno - back, 0), -1):
+            m = re.match(r"\s*%s\s*=(.*)" % re.escape(name), linecache.getline(path, i))
+            if m is None:
+                continue
+            for attr in dict.fromkeys(re.findall(r"config\.(\w+)\b", m.group(1))):
+                for c in configs:
+                    if attr in vars(c) and getattr(c, attr) is None and not any(
+                            f.where == type(c).__name__ and f.name == attr for f in fills):
+                        fills += _count(c, attr, f"read as {name}; the tiny profile's value for its name")
+            break
     return fills
 
 
@@ -358,6 +424,8 @@ def fill_unset(cfg: Any, err: BaseException) -> list[Fill]:
         return _rekeyed(configs, line, key) or _keyed(configs, line, key)
     if isinstance(err, AttributeError):
         return _sub_configs(configs, line, str(err))
+    if isinstance(err, ValueError) and _NONE_CONFIG in str(err):
+        return _sub_configs(configs, line, str(err))
     if not isinstance(err, TypeError) or "NoneType" not in str(err) and "None" not in str(err):
         return []
     names = set(re.findall(r"\b([A-Za-z_]\w*)\b", line))
@@ -380,6 +448,8 @@ def fill_unset(cfg: Any, err: BaseException) -> list[Fill]:
                     fills.append(Fill(type(c).__name__, name, value, "per layer, the kinds the code compares it with"))
                 continue
             fills += _count(c, name, "a count the code reads; the tiny profile's value for its name", line)
+    if not fills:
+        fills = _through_locals(configs, tb, path, line)
     if fills or owner is None:
         return fills
     # Read through a copy: `self.token_budget // self.compress_ratio` where `self.x = config.y`.
