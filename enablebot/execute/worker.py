@@ -68,10 +68,27 @@ def main(argv: list[str] | None = None) -> int:
 # Young-generation collections per allocation count: Dynamo's tracing allocates millions of small
 # objects, and CPython's default (700) runs a collection every 700 of them, each scanning the young
 # objects again. Measured in one process on 2 cores (llama, bert, t5, glm5_next; second runs):
-# about 9% less trace time. What is collected, and when it is freed, does not change a verdict; a
-# full collection after every item keeps one item's cyclic garbage (graphs, frames, a model held
-# by them) from reaching the next item's memory limit.
+# about 9% less trace time. What is collected, and when it is freed, does not change a verdict.
+# A full collection after every item scans the whole heap a worker has grown (Dynamo's caches, the
+# kept build): sampled on the whole CPU pass (py-spy, 2026-12-07) it took 20-28% of each worker's
+# time, outside every item's own clock, so workers sat 31% idle. It now runs only where the address
+# space nears the worker's limit (FULL_GC_AT of it), so one item's cyclic garbage still never costs
+# the next item its memory headroom; elsewhere CPython's own generations collect it.
 GC_THRESHOLDS = (50_000, 20, 100)
+FULL_GC_AT = 0.5
+
+
+def _near_limit(limits: Any) -> bool:
+    """Whether this process's address space is past FULL_GC_AT of its RLIMIT_AS (Linux)."""
+    mb = getattr(limits, "address_space_mb", None)
+    if not mb:
+        return False
+    try:
+        with open("/proc/self/statm") as f:
+            pages = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return True  # cannot tell: collect, as before
+    return pages * os.sysconf("SC_PAGE_SIZE") > FULL_GC_AT * mb * 2**20
 
 
 def _tune_gc() -> None:
@@ -117,7 +134,8 @@ def serve(conn: Any, log_path: str, limits: Any, threads: int | None, env: dict[
         print(f"=== {spec.model_id} {spec.task or ''} {spec.mode} {spec.scenario}", flush=True)
         result = run_spec(spec, progress=lambda m: print(PROGRESS_PREFIX + m, flush=True))
         conn.send(result.to_dict())
-        gc.collect()
+        if _near_limit(limits):
+            gc.collect()
 
 
 if __name__ == "__main__":
