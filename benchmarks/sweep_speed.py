@@ -37,7 +37,7 @@ sys.path.insert(0, str(ROOT))
 from enablebot.sweep.engine import load_runs, planned_of  # noqa: E402 - after the path set-up above
 
 
-def report(out: Path, wall_s: float, planned: int):
+def report(out: Path, wall_s: float, planned: int, jobs: int | None = None):
     """Print the figures for one sweep directory; returns its SweepSummary."""
     from enablebot.sweep.checkpoint import RESULTS_FILE, load_results
     from enablebot.sweep.reports import summarize
@@ -60,11 +60,36 @@ def report(out: Path, wall_s: float, planned: int):
     for v, secs in by_verdict.most_common():
         k = s.verdicts[v]
         print(f"  verdict {v:15s} {k:5d} models ({k / n:5.1%}) {secs:8.0f} s ({secs / (s.model_seconds_total or 1):5.1%})")
+    busy = busy_share(results, jobs)
+    if busy is not None:
+        # Items' own clocks against the time their workers were up: work between items (a worker's
+        # garbage collection, its restart) shows here and nowhere else.
+        print(f"workers busy in items: {busy[0]:.1f} of {busy[1]} worker slots ({busy[0] / busy[1]:.1%}) "
+              f"from the first item's start to the last one's end")
     print("slowest:")
     for r in sorted(results, key=lambda r: -r.duration_s)[:10]:
         print(f"  {r.spec.model_id}/{r.spec.task}/{r.spec.mode}: {r.duration_s:.1f} s {r.verdict} "
               f"{json.dumps(r.stage_s)}")
     return s
+
+
+def busy_share(results: list, jobs: int | None = None) -> tuple[float, int] | None:
+    """(mean items in flight, the workers: `jobs`, else the most items ever in flight) over the span
+    from the first item's start to the last item's end, from each item's `started_at` and
+    `duration_s` (`started_at` has whole seconds)."""
+    import datetime as dt
+
+    spans = sorted((dt.datetime.fromisoformat(r.started_at).timestamp(), r.duration_s)
+                   for r in results if getattr(r, "started_at", None))
+    if len(spans) < 2:
+        return None
+    start, end = spans[0][0], max(t + d for t, d in spans)
+    events = sorted([(t, 1) for t, _ in spans] + [(t + d, -1) for t, d in spans])
+    level = peak = 0
+    for _, step in events:
+        level += step
+        peak = max(peak, level)
+    return sum(d for _, d in spans) / (end - start), jobs or peak
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -79,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.results:
         runs = load_runs(args.results)
         planned = planned_of(runs)
-        report(args.results, sum(r["wall_s"] for r in runs), planned)
+        report(args.results, sum(r["wall_s"] for r in runs), planned, jobs=runs[-1].get("jobs") if runs else None)
         return 0
     out = args.out or Path(tempfile.mkdtemp(prefix="sweep-speed-"))
     if not args.cold_warm:
@@ -130,7 +155,7 @@ def run_one(out: Path, sweep_args: list[str], env: dict[str, str]) -> tuple[int,
         return rc, wall, 0.0, 0.0
     runs = load_runs(out)
     print(f"\nsweep command wall time (incl. start-up and reports): {wall / 60:.1f} min; results in {out}")
-    summary = report(out, runs[-1]["wall_s"], runs[-1]["planned"])
+    summary = report(out, runs[-1]["wall_s"], runs[-1]["planned"], jobs=runs[-1].get("jobs"))
     compile_s = sum(summary.stage_seconds.get(k, 0.0) for k in COMPILE_STAGES)
     return 0, runs[-1]["wall_s"], compile_s, summary.model_seconds_total or 0.0
 
