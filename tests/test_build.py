@@ -307,3 +307,22 @@ def test_train_mode_of_an_inference_mode_forward_is_skipped():
     mode failed inside it with a KeyError)."""
     r = run_spec(RunSpec(model_id="sam2_video", task="base", mode="train", pass_name="build"))
     assert r.verdict == "skipped" and "@torch.inference_mode()" in r.note
+
+
+def test_the_prepared_model_carries_no_state_from_the_trial_forwards():
+    """prepare's trial forwards (eval, then training mode for arguments only training requires) run
+    on the model they probe; the model handed out is copied before them. CLVP caches its rotary
+    table as a plain attribute (made on the CPU it stayed there after a move to CUDA: an eager_error
+    no user meets); a training-mode trial moves BatchNorm's running statistics."""
+    import torch
+
+    from enablebot.model.prepare import prepare
+    from enablebot.results import RunSpec
+
+    clvp = prepare(RunSpec(model_id="clvp", task="base", mode="train", pass_name="dynamo"), reuse=False)
+    caches = [m.cached_rotary_positional_embedding for m in clvp.model.modules()
+              if hasattr(m, "cached_rotary_positional_embedding")]
+    assert caches and all(c is None for c in caches)
+    resnet = prepare(RunSpec(model_id="resnet", task="base", mode="train", pass_name="dynamo"), reuse=False)
+    bns = [m for m in resnet.model.modules() if isinstance(m, torch.nn.BatchNorm2d)]
+    assert bns and all(int(m.num_batches_tracked) == 0 and bool((m.running_mean == 0).all()) for m in bns)

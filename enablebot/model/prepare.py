@@ -11,6 +11,7 @@ instead of a fresh build.
 from __future__ import annotations
 
 import copy
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -73,6 +74,10 @@ def prepare(spec: RunSpec, res: Any = None, *, reuse: bool = True) -> Prepared:
             reuse = False
     res = res if res is not None else resolve_spec(spec)
     built = build.build_model(res, size=spec.size, task=spec.task, seed=spec.seed)
+    # The trial forwards that find the inputs run on this model and can leave state in it (caches
+    # kept as plain attributes: CLVP's rotary table, made on the CPU, stayed there after the move to
+    # CUDA). The model handed out is a copy taken before them, as a user's fresh model is.
+    pristine = _pristine(built.model)
     recipe = (res.entry.inputs if res.entry else None) or {}
     try:
         inputs, notes, err = _inputs_for(built.model, built.config, built.modality, recipe, spec)
@@ -92,6 +97,8 @@ def prepare(spec: RunSpec, res: Any = None, *, reuse: bool = True) -> Prepared:
         inputs, notes, err = _from_processor(spec, res.model_type, built, inputs, notes, err)
     if isinstance(err, ValueError) and str(err).startswith(NO_GENERIC_INPUT):
         raise err
+    if pristine is not None and pristine[0] is built.model:  # not rebuilt by a fallback
+        built = dataclasses.replace(built, model=pristine[1])
     prepared = Prepared(model=built.model, config=built.config, inputs=inputs, model_type=res.model_type,
                         class_name=built.class_name, modality=built.modality, recipe=recipe,
                         changes=built.changes, notes=[*built.notes, *notes])
@@ -232,6 +239,14 @@ def _from_processor(spec: RunSpec, model_type: str, built: Any, inputs: dict[str
     if got is None:
         return inputs, notes, err
     return got.inputs, [got.note()], None
+
+
+def _pristine(model: Any) -> tuple[Any, Any] | None:
+    """(the model, a deep copy of it before any forward), or None where it cannot be copied."""
+    try:
+        return model, copy.deepcopy(model)
+    except Exception:  # noqa: BLE001 - such a model is handed out as its trials left it
+        return None
 
 
 def _copy(p: Prepared, copied: bool = False) -> Prepared:

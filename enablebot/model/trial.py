@@ -77,12 +77,20 @@ def add_training_inputs(model: Any, ctx: Ctx, rounds: int = 2) -> list[str]:
     it requires then (Molmo 2: "`mm_token_type_ids` is required as a model input when training";
     its processor always returns it): that argument by the rule for its name (else as documented),
     kept only when the forward then runs in both modes. Returns the names added."""
+    import copy
     import inspect
 
+    # A training-mode forward leaves state behind even under no_grad: BatchNorm's running
+    # statistics, caches kept as plain attributes (CLVP's rotary table stayed a CPU tensor after the
+    # model moved to CUDA: an eager_error no user meets). The trials run on a copy.
+    try:
+        probe = copy.deepcopy(model)
+    except Exception:  # noqa: BLE001 - a model that cannot be copied is not probed in training mode
+        return []
     params = inspect.signature(model.forward).parameters
     added: list[str] = []
     for _ in range(rounds):
-        err = trial_forward(model, ctx.out, train=True)
+        err = trial_forward(probe, ctx.out, train=True)
         if err is None:
             break
         names = [n for n in dict.fromkeys(_NAMED_RE.findall(str(err))) if n in params and n not in ctx.out]
@@ -91,7 +99,7 @@ def add_training_inputs(model: Any, ctx: Ctx, rounds: int = 2) -> list[str]:
             break
         ctx.out.update(tensors)
         added += list(tensors)
-    if added and (trial_forward(model, ctx.out, train=True) is not None or trial_forward(model, ctx.out) is not None):
+    if added and (trial_forward(probe, ctx.out, train=True) is not None or trial_forward(probe, ctx.out) is not None):
         for n in added:
             ctx.out.pop(n, None)
         return []
