@@ -71,6 +71,7 @@ CASES = [
     # unset.py: per-stage width lists a head indexes (and their kernel sizes); shrink.py: a per-layer
     # list of head counts follows the shrunk counts
     ("sapiens2", "head", "Sapiens2HeadConfig.upsample_out_channels=[64, 64] (per-stage widths the code indexes"),
+    ("pp_doclayout_v2", "head", "PPDocLayoutV2Config.class_thresholds=[0.5, 0.5] (one entry per label"),
     # processor_inputs.py: a tower's inputs from the image processor of its type or its composite
     ("gemma4_vision", "base", "inputs from gemma4's image processor Gemma4ImageProcessorPil: pixel_position_ids (its image_position_ids)"),
     ("minicpmv4_7_vision", "base", "image processor MiniCPMV4_6ImageProcessorPil: pixel_values, target_sizes"),

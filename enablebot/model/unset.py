@@ -276,6 +276,9 @@ def _count(c: Any, name: str, why: str, statement: str = "") -> list[Fill]:
         value: Any = _tiny_count(name)
     elif _admits(ann, "list") and re.search(r"\blen\(\s*(?:self\.)?(?:config\.)?%s\b" % re.escape(name), statement):
         value = []  # only counted: none of them
+    elif _admits(ann, "list") and (per := _per_label(c, name)) is not None:
+        value = per  # one entry per class label (PP-DocLayoutV2's `class_thresholds`, `class_order`)
+        why = f"one entry per label ({len(per)} labels), by its name"
     elif _admits(ann, "list") and _WIDTHS.search(name) and re.search(r"\b%s\s*\[" % re.escape(name), statement):
         # A per-stage width list the code indexes (Sapiens2's head `upsample_out_channels[:-1]`):
         # checkpoints set it; the tiny profile's width for each of _STAGES stages.
@@ -295,6 +298,22 @@ def _count(c: Any, name: str, why: str, statement: str = "") -> list[Fill]:
                 setattr(c, k, sib)
                 fills.append(Fill(type(c).__name__, k, sib, f"unset beside {name}"))
     return fills
+
+
+# Per-label lists by the name of their entries: a score threshold at even odds, an order or index
+# by the label's own position, a weight at one.
+_PER_LABEL = ((re.compile(r"^class_\w*thresholds?$"), lambda i: 0.5), (re.compile(r"^class_\w*(order|ids|indices)$"), lambda i: i),
+              (re.compile(r"^class_\w*weights?$"), lambda i: 1.0))
+
+
+def _per_label(c: Any, name: str) -> list[Any] | None:
+    n = getattr(c, "num_labels", None)
+    if not isinstance(n, int) or n <= 0:
+        return None
+    for pattern, entry in _PER_LABEL:
+        if pattern.match(name):
+            return [entry(i) for i in range(n)]
+    return None
 
 
 # A list of per-stage widths, by its name; kernel sizes and strides are not widths.
