@@ -77,7 +77,7 @@ def prepare(spec: RunSpec, res: Any = None, *, reuse: bool = True) -> Prepared:
     # The trial forwards that find the inputs run on this model and can leave state in it (caches
     # kept as plain attributes: CLVP's rotary table, made on the CPU, stayed there after the move to
     # CUDA). The model handed out is a copy taken before them, as a user's fresh model is.
-    pristine = _pristine(built.model)
+    pristine = _pristine(built.model, built.config)
     recipe = (res.entry.inputs if res.entry else None) or {}
     try:
         inputs, notes, err = _inputs_for(built.model, built.config, built.modality, recipe, spec)
@@ -241,10 +241,14 @@ def _from_processor(spec: RunSpec, model_type: str, built: Any, inputs: dict[str
     return got.inputs, [got.note()], None
 
 
-def _pristine(model: Any) -> tuple[Any, Any] | None:
-    """(the model, a deep copy of it before any forward), or None where it cannot be copied."""
+def _pristine(model: Any, config: Any) -> tuple[Any, Any] | None:
+    """(the model, a deep copy of it before any forward), or None where it cannot be copied. The copy
+    shares the config objects: a repair the fallbacks make on them in place (a `sliding_window` the
+    forward reads) reaches the model handed out."""
+    from .configs import configs_in
+
     try:
-        return model, copy.deepcopy(model)
+        return model, copy.deepcopy(model, memo={id(c): c for c in configs_in(config)})
     except Exception:  # noqa: BLE001 - such a model is handed out as its trials left it
         return None
 
