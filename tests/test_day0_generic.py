@@ -398,3 +398,19 @@ def test_processor_inputs_that_do_not_run_the_model_are_not_kept(no_entry):
     got = from_processor(b.model, b.config, "gemma4_vision", batch=2, gen=torch.Generator().manual_seed(0),
                          runs=lambda m, x: None)
     assert got is not None and got.owner == "gemma4" and got.inputs["pixel_values"].shape[0] == 2
+
+
+def test_a_per_label_list_is_filled_by_its_name_even_where_no_annotation_admits_only_a_list():
+    """PP-DocLayoutV2 at 5.3.0 declares `class_thresholds=None` in a plain __init__ (no annotation,
+    which admits an int too): the per-label rule comes before the count rule. Names it does not know
+    get nothing."""
+    from enablebot.model.unset import _count
+
+    class Plain:
+        def __init__(self):
+            self.num_labels, self.class_thresholds, self.class_order, self.class_colors = 3, None, None, None
+
+    c = Plain()
+    assert [f.value for f in _count(c, "class_thresholds", "x")] == [[0.5, 0.5, 0.5]]
+    assert c.class_order is None and _count(c, "class_order", "x")[0].value == [0, 1, 2]
+    assert all(f.name != "class_colors" or not isinstance(f.value, list) for f in _count(c, "class_colors", "x"))

@@ -272,13 +272,15 @@ def _rescaled(configs: list[Any], total: int, sizes: list[int], src: str = "") -
 
 def _count(c: Any, name: str, why: str, statement: str = "") -> list[Fill]:
     ann = _annotation(c, name)
-    if _admits(ann, "int"):
-        value: Any = _tiny_count(name)
+    if _admits(ann, "list") and (per := _per_label(c, name)) is not None:
+        # One entry per class label (PP-DocLayoutV2's `class_thresholds`, `class_order`): by its name,
+        # before the count rule (a 5.3 config declares no annotation, which admits an int too).
+        value: Any = per
+        why = f"one entry per label ({len(per)} labels), by its name"
+    elif _admits(ann, "int"):
+        value = _tiny_count(name)
     elif _admits(ann, "list") and re.search(r"\blen\(\s*(?:self\.)?(?:config\.)?%s\b" % re.escape(name), statement):
         value = []  # only counted: none of them
-    elif _admits(ann, "list") and (per := _per_label(c, name)) is not None:
-        value = per  # one entry per class label (PP-DocLayoutV2's `class_thresholds`, `class_order`)
-        why = f"one entry per label ({len(per)} labels), by its name"
     elif _admits(ann, "list") and _WIDTHS.search(name) and re.search(r"\b%s\s*\[" % re.escape(name), statement):
         # A per-stage width list the code indexes (Sapiens2's head `upsample_out_channels[:-1]`):
         # checkpoints set it; the tiny profile's width for each of _STAGES stages.
