@@ -87,16 +87,13 @@ def _by_parameter(out: dict[str, Any], params: dict[str, Any]) -> tuple[dict[str
     return args, renamed
 
 
-def _required(model: Any) -> set[str]:
-    return {n for n, p in inspect.signature(model.forward).parameters.items()
-            if p.default is p.empty and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
-
-
 def from_processor(model: Any, config: Any, model_type: str, *, batch: int, gen: Any,
                    runs: Callable[[Any, dict[str, Any]], BaseException | None]) -> FromProcessor | None:
     """The first registered image processor whose tensors cover the forward's required arguments
     and run it; None when none does."""
     import transformers
+
+    from .inputs import _required
 
     params = inspect.signature(model.forward).parameters
     if not any(n in params for n in ("pixel_values", "images")):
@@ -111,7 +108,7 @@ def from_processor(model: Any, config: Any, model_type: str, *, batch: int, gen:
         except Exception:  # noqa: BLE001 - a processor that needs a missing package, or refuses, gives nothing
             continue
         args, renamed = _by_parameter(dict(out), params)
-        if not _required(model) <= set(args) or "pixel_values" in params and "pixel_values" not in args:
+        if not set(_required(model)) <= set(args) or "pixel_values" in params and "pixel_values" not in args:
             continue
         if runs(model, args) is None:
             return FromProcessor(processor=name, owner=owner, inputs=args, renamed=renamed)

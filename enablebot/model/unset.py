@@ -98,7 +98,7 @@ def _members(annotation: str) -> list[str]:
 def _members_split(text: str, sep: str) -> list[str]:
     out, depth, cur = [], 0, ""
     for ch in text:
-        depth += ch in "[(" and 1 or (ch in "])" and -1 or 0)
+        depth += 1 if ch in "[(" else -1 if ch in "])" else 0
         if ch == sep and depth == 0:
             out.append(cur.strip())
             cur = ""
@@ -443,9 +443,7 @@ def fill_unset(cfg: Any, err: BaseException) -> list[Fill]:
     if isinstance(err, KeyError):
         key = err.args[0] if err.args else None
         return _rekeyed(configs, line, key) or _keyed(configs, line, key)
-    if isinstance(err, AttributeError):
-        return _sub_configs(configs, line, str(err))
-    if isinstance(err, ValueError) and _NONE_CONFIG in str(err):
+    if isinstance(err, (AttributeError, ValueError)):  # a sub-config left None (_sub_configs reads which)
         return _sub_configs(configs, line, str(err))
     if not isinstance(err, TypeError) or "NoneType" not in str(err) and "None" not in str(err):
         return []
