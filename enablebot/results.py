@@ -167,6 +167,10 @@ class Timing(Serializable):
     flags: list[str] = field(default_factory=list)  # spread, high_cv, cpu_steal, load, parallel_workers, ...
     noise: str = ""  # ok | noisy; "" = not assessed (older results): not trusted
     compile_cache: str | None = None  # warm | cold | partial: Inductor FX graph cache hits on the first compile
+    # Seconds per compile phase of the first compiled calls, from Dynamo's own timers
+    # (`torch._dynamo.utils.compilation_time_metrics`, keys as torch names them; nested phases
+    # overlap): where a cold compile goes (Dynamo, AOT, Inductor lowering, Triton compile, autotuning).
+    compile_phases: dict[str, float] = field(default_factory=dict)
 
     @property
     def trustworthy(self) -> bool:

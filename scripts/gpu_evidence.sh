@@ -16,7 +16,8 @@
 #             calls of one machine start as it takes: each call works until LIMIT seconds and the next
 #             resumes (STATE, an ignored folder, stays on the device between calls of one start). The
 #             walls of a phase's invocations add up to its time, restarts included. Longest first by the
-#             sharded inductor-cw pass's cold (warm) durations.
+#             last whole pass's cold (warm) durations (DURATIONS, default results/gpu/inductor-whole);
+#             OUT/proc_stat.log samples the machine's CPU every 5 s.
 #   diag:     the diagnostic scenarios (call_unpadded, call_nocache) over sweeps/gpu-diagnostics.txt,
 #             into OUT/cuda-diagnostics: which breaks need the padding or the cache.
 #   nvs:      benchmarks/naive_vs_sweep.py on the first 100 base model types, eval + train, side by side.
@@ -72,18 +73,21 @@ case $part in
       mkdir -p "$st/cold" && cp "$RESUME"/cold/*.jsonl "$st/cold/" 2>/dev/null
       [ -f "$RESUME/cold.done" ] && touch "$st/cold.done"
     fi
+    # How busy the 16 cores are (is the compile CPU-bound?): the machine's /proc/stat line every 5 s.
+    ( while :; do echo "$(date +%s) $(head -n1 /proc/stat)"; sleep 5; done >> "$st/proc_stat.log" ) &
+    sampler=$!
     for phase in cold warm; do
       [ -f "$st/$phase.done" ] && continue
       left=$((end - SECONDS)); [ "$left" -gt 60 ] || break
       # Start no new item 40 s before the hard stop: what is in flight then is short (longest first).
       timeout "$left" $py -m enablebot.cli sweep --pass inductor --device cuda --mode eval --task main \
         --jobs "${JOBS:-12}" --repeats 10 --timeout 120 --no-report --max-minutes "$(( (left - 40) / 6 ))e-1" \
-        $(printf -- '--durations-from %s ' results/gpu/inductor-cold-warm/shard-*/"$phase") --out "$st/$phase"
+        --durations-from "${DURATIONS:-results/gpu/inductor-whole}/$phase" --out "$st/$phase"
       rc=$?
       tail -n1 "$st/$phase/sweep_runs.jsonl"
       if [ $rc = 0 ] && tail -n1 "$st/$phase/sweep_runs.jsonl" | grep -q '"not_started": 0,'; then touch "$st/$phase.done"; else break; fi
     done
-    du -sh "$TORCHINDUCTOR_CACHE_DIR"
+    kill "$sampler"; du -sh "$TORCHINDUCTOR_CACHE_DIR"; cp "$st/proc_stat.log" "$out/"
     for phase in cold warm; do
       [ -f "$st/$phase.done" ] && touch "$out/$phase.done"
       [ -d "$st/$phase" ] && mkdir -p "$out/$phase" && cp "$st/$phase"/*.json* "$out/$phase"/

@@ -1,5 +1,6 @@
 """Timing spread, the noise verdict, contention flags, the warm/cold Inductor cache, trusted geomeans."""
 
+import ast
 import subprocess
 import sys
 
@@ -77,22 +78,30 @@ def test_compile_cache_warm_or_cold_from_inductor_counters(tmp_path):
     code = """
 import torch
 from torch._dynamo.utils import counters
-from enablebot.measure.timing import compile_cache_state
+from enablebot.measure.timing import compile_cache_state, compile_phases
 f = lambda x: torch.sin(x) * 2 + 1
-states = []
+states, phases = [], []
 for _ in range(2):
     torch._dynamo.reset(); counters.clear()
     torch.compile(f)(torch.ones(8))
     states.append(compile_cache_state(counters))
+    phases.append(compile_phases(min_s=0.0))
 torch._dynamo.reset(); counters.clear()
 torch.compile(f, backend="eager")(torch.ones(8))
 states.append(compile_cache_state(counters))
+phases.append(compile_phases(min_s=0.0))
+# Where the compile went: Inductor's codegen only on the cold compile, none with the eager backend.
+print([sorted(k for k in p if k in ("compile_fx_inner", "GraphLowering.run", "_compile.compile_inner")) for p in phases])
 print(states)
 """
     env = {"TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "cache"), "PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=600)
     assert p.returncode == 0, p.stderr
     assert p.stdout.strip().splitlines()[-1] == "['cold', 'warm', None]"
+    cold, warm, eager = ast.literal_eval(p.stdout.strip().splitlines()[-2])
+    assert cold == ["GraphLowering.run", "_compile.compile_inner", "compile_fx_inner"]
+    assert warm == ["_compile.compile_inner"]  # Inductor's output came from the FX graph cache
+    assert eager == ["_compile.compile_inner"]
 
 
 def test_run_summary_states_spread_noise_and_cache():

@@ -268,7 +268,7 @@ def _trace(run: Run) -> None:
         # Steady state: a second call of every step (guards hold, no recompiles expected).
         run.compiled_outs = run.steps_through(run.compiled)
         result.timing = Timing(compile_s=round(sum(s.first_call_s or 0.0 for s in result.steps), 3),
-                               compile_cache=run.compile_cache)
+                               compile_cache=run.compile_cache, compile_phases=timing.compile_phases())
 
 
 def _trace_steps(run: Run, backend: str, recompiles: _RecompileLog, prefix: str,
@@ -362,6 +362,7 @@ def _timing(run: Run) -> None:
                              lambda: [run.call(run.compiled, s.make_inputs()) for s in steps],
                              device=spec.device, repeats=spec.repeats, warmup=spec.warmup)
     got.compile_s, got.compile_cache = compile_s, run.compile_cache
+    got.compile_phases = run.result.timing.compile_phases if run.result.timing else {}
     run.result.timing = got
 
 

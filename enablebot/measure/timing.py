@@ -148,6 +148,17 @@ def compile_cache_state(counters: Any) -> str | None:
     return "warm" if not misses else ("cold" if not hits else "partial")
 
 
+def compile_phases(min_s: float = 0.005) -> dict[str, float]:
+    """Seconds per phase Dynamo's timers recorded since the last `torch._dynamo.reset()` (which
+    clears them), summed over calls; phases under `min_s` left out. Empty where torch lacks them."""
+    try:
+        from torch._dynamo.utils import compilation_time_metrics
+    except ImportError:
+        return {}
+    total = {k: round(sum(v), 3) for k, v in compilation_time_metrics.items()}
+    return {k: v for k, v in sorted(total.items(), key=lambda kv: -kv[1]) if v >= min_s}
+
+
 def interleaved(eager: Callable[[], Any], compiled: Callable[[], Any], *, device: str, repeats: int,
                 warmup: int) -> Timing:
     timer = _timer(device)
