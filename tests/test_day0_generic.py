@@ -414,3 +414,34 @@ def test_a_per_label_list_is_filled_by_its_name_even_where_no_annotation_admits_
     assert [f.value for f in _count(c, "class_thresholds", "x")] == [[0.5, 0.5, 0.5]]
     assert c.class_order is None and _count(c, "class_order", "x")[0].value == [0, 1, 2]
     assert all(f.name != "class_colors" or not isinstance(f.value, list) for f in _count(c, "class_colors", "x"))
+
+
+@_needs("timesfm2_5")
+def test_a_sequence_of_1d_series_gets_one_series_per_batch_item_and_runs(no_entry):
+    # TimesFM 2.5's head documents `past_values` as `Sequence[torch.Tensor]`, "Each tensor is a 1D
+    # time series"; the registry's recipe gives it a tensor, day 0 has only the docstring.
+    assert Registry.load().entries["timesfm2_5"].inputs
+    b = build_model(resolve("timesfm2_5", no_entry), task="head")
+    x = build_inputs(b.model, b.config, b.modality, None, seq_len=32)
+    assert isinstance(x["past_values"], list) and [t.shape for t in x["past_values"]] == [(32,), (32,)]
+    r = run_spec(RunSpec(model_id="timesfm2_5", task="head", mode="eval", pass_name="build", registry=str(no_entry.path)))
+    assert r.verdict == "eager_ok", r.error
+
+
+def test_only_a_sequence_documented_as_1d_tensors_is_given_series():
+    from enablebot.model.documented import documented_tensor
+
+    class M:
+        def forward(self, a, b):
+            """
+            Args:
+                a (`list[torch.Tensor]`):
+                    One image per sample.
+                b (`Sequence[torch.FloatTensor]`):
+                    Each tensor is a 1D signal.
+            """
+
+    gen = torch.Generator().manual_seed(0)
+    assert documented_tensor(M(), "a", config=None, batch=2, seq_len=8, gen=gen) is None  # shape unknown
+    got = documented_tensor(M(), "b", config=None, batch=3, seq_len=8, gen=gen)
+    assert [t.shape for t in got] == [(8,)] * 3

@@ -60,9 +60,7 @@ def documented_unused(owner: Any, name: str) -> bool:
     """Does `owner.forward`'s docstring say the argument is accepted but not used (Qwen2Audio's and
     Voxtral's encoders: `attention_mask` "is preserved for compatibility, but it is not used")? A
     user's call leaves such an argument out."""
-    doc = inspect.getdoc(getattr(owner, "forward", None)) or ""
-    m = re.search(rf"^(\s*){re.escape(name)} \(`[^\n]*\n((?:\1\s+\S[^\n]*\n?)*)", doc, re.M)
-    return bool(m and _UNUSED_RE.search(" ".join(m.group(2).split())))
+    return bool(_UNUSED_RE.search(doc_text(inspect.getdoc(getattr(owner, "forward", None)), name)))
 
 
 def _config_int(config: Any, names: tuple[str, ...]) -> int | None:
@@ -114,13 +112,33 @@ def doc_dtype(type_text: str) -> Any:
     return torch.float32
 
 
+def doc_text(doc: str | None, name: str) -> str:
+    """The description under `name`'s entry in a docstring's argument list, on one line."""
+    m = re.search(rf"^(\s*){re.escape(name)} \(`[^\n]*\n((?:\1\s+\S[^\n]*\n?)*)", doc or "", re.M)
+    return " ".join(m.group(2).split()) if m else ""
+
+
+_SEQUENCE_RE = re.compile(r"^(?:(?:collections\.abc\.|typing\.)?Sequence|list|List|tuple|Tuple)\[\s*torch\.\w*Tensor")
+_ONE_D_RE = re.compile(r"\b1-?D\b|\bone-dimensional\b", re.I)
+
+
 def documented_tensor(owner: Any, name: str, *, config: Any, batch: int, seq_len: int, gen: Any) -> Any:
-    """A tensor for `owner.forward`'s argument `name` as its docstring shapes it, or None."""
+    """A tensor for `owner.forward`'s argument `name` as its docstring shapes it, or None. An
+    argument documented as a sequence of 1D tensors (TimesFM 2.5's `past_values`,
+    `Sequence[torch.Tensor]`: "Each tensor is a 1D time series") gets one series of `seq_len`
+    per batch item, as a list."""
     import torch
 
-    arg = doc_arg(inspect.getdoc(type(owner).forward) or "", name)
+    doc = inspect.getdoc(type(owner).forward) or ""
+    arg = doc_arg(doc, name)
     if arg is None or "tensor" not in arg.type.lower():
         return None
+    if _SEQUENCE_RE.match(arg.type) and arg.dims is None:
+        if not _ONE_D_RE.search(doc_text(doc, name)):
+            return None
+        dtype = doc_dtype(arg.type)
+        return [torch.randn(seq_len, generator=gen, dtype=dtype) if dtype.is_floating_point
+                else torch.zeros(seq_len, dtype=dtype) for _ in range(batch)]
     shape = doc_shape(arg, config=config, batch=batch, seq_len=seq_len)
     if shape is None:
         return None
