@@ -1,0 +1,119 @@
+"""Where a cold Inductor pass's compile goes, and how busy the machine's cores were.
+
+Reads a sweep's results (each item's `timing.compile_phases`: Dynamo's own timers, summed per
+phase) and, where the run left one, `proc_stat.log` (the machine's first /proc/stat line every 5 s,
+written by `scripts/gpu_evidence.sh inductor-whole`). Prints:
+- worker time and the trace stage (the first compiled calls) summed over items;
+- the main compile phases summed over items (they nest: Dynamo's frame compile holds the backend,
+  which holds AOTAutograd and Inductor; Triton's compile and autotuning run inside those);
+- the machine's busy cores over the sweep's span (user + system + nice + irq of all cores):
+  a compile that keeps every core busy can only get faster with less work, not more workers.
+
+    .venv/bin/python benchmarks/compile_where.py results/gpu/inductor-whole-2026-12-07/cold \
+        --proc-stat results/gpu/inductor-whole-2026-12-07/proc_stat.log
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+from collections import Counter
+from pathlib import Path
+
+# The phases worth reading apart, outermost first (torch's names; see torch/_dynamo/utils.py dynamo_timed).
+PHASES = [
+    ("_compile.compile_inner", "Dynamo frame compile (all of it, backend included)"),
+    ("bytecode_tracing", "  Dynamo bytecode tracing"),
+    ("OutputGraph.call_user_compiler", "  backend (AOTAutograd + Inductor)"),
+    ("create_aot_dispatcher_function", "    AOTAutograd"),
+    ("compile_fx_inner", "    Inductor compile_fx_inner"),
+    ("GraphLowering.run", "      lowering"),
+    ("Scheduler.__init__", "      scheduler"),
+    ("Scheduler.codegen", "      kernel codegen"),
+    ("async_compile.precompile", "      Triton compile, in process (compile threads 1)"),
+    ("async_compile.wait", "      Triton compile, waiting on the pool (compile threads > 1)"),
+    ("PyCodeCache.load_by_key_path", "      loading the generated module"),
+    ("CachingAutotuner.benchmark_all_configs", "  Triton autotuning on the GPU (first call)"),
+    ("build_guards", "  guards"),
+]
+
+
+def load(results: Path) -> list[dict]:
+    return [json.loads(line) for line in (results / "results.jsonl").read_text().splitlines() if line.strip()]
+
+
+def phases(rows: list[dict]) -> tuple[Counter, int]:
+    total: Counter = Counter()
+    n = 0
+    for r in rows:
+        p = (r.get("timing") or {}).get("compile_phases") or {}
+        n += bool(p)
+        total.update(p)
+    return total, n
+
+
+def busy_cores(log: Path, start: float, end: float) -> tuple[float, int, float] | None:
+    """Mean busy cores between start and end (epoch s), the core count, and the busiest 5 s share."""
+    samples = []
+    for line in log.read_text().splitlines():
+        parts = line.split()
+        if len(parts) < 9 or parts[1] != "cpu":
+            continue
+        t = float(parts[0])
+        vals = [int(x) for x in parts[2:]]
+        idle = vals[3] + vals[4]  # idle + iowait
+        samples.append((t, sum(vals[:8]) - idle, sum(vals[:8])))
+    inside = [s for s in samples if start <= s[0] <= end]
+    if len(inside) < 2:
+        return None
+    cores = _cores(log)
+    busy = (inside[-1][1] - inside[0][1]) / (inside[-1][2] - inside[0][2])
+    peak = max((b[1] - a[1]) / max(1, b[2] - a[2]) for a, b in zip(inside, inside[1:]))
+    return busy * cores, cores, peak
+
+
+def _cores(log: Path) -> int:
+    # Jiffies per second are 100 on Linux: total jiffies per second of wall / 100 is the core count.
+    rows = [line.split() for line in log.read_text().splitlines() if len(line.split()) > 9]
+    if len(rows) < 2:
+        return 0
+    (t0, *a), (t1, *b) = rows[0], rows[-1]
+    return round((sum(map(int, b[1:9])) - sum(map(int, a[1:9]))) / (float(t1) - float(t0)) / 100)
+
+
+def span(results: Path) -> list[tuple[float, float]]:
+    """Each invocation's (start, end), epoch s, from sweep_runs.jsonl."""
+    out = []
+    for line in (results / "sweep_runs.jsonl").read_text().splitlines():
+        r = json.loads(line)
+        t0 = dt.datetime.fromisoformat(r["started_at"]).timestamp()
+        out.append((t0, t0 + float(r["wall_s"])))
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("results", type=Path)
+    ap.add_argument("--proc-stat", type=Path)
+    a = ap.parse_args()
+    rows = load(a.results)
+    worker = sum(r.get("duration_s") or 0.0 for r in rows)
+    trace = sum((r.get("stage_s") or {}).get("trace", 0.0) for r in rows)
+    total, n = phases(rows)
+    print(f"{len(rows)} items, worker time {worker:,.0f} s, trace stage {trace:,.0f} s ({100 * trace / worker:.1f}%)")
+    print(f"compile phases recorded on {n} items (summed over items; nested phases overlap):")
+    for key, label in PHASES:
+        if key in total:
+            print(f"  {label:<62} {total[key]:>9,.0f} s  {100 * total[key] / trace:5.1f}% of trace")
+    if a.proc_stat and a.proc_stat.exists():
+        for i, (t0, t1) in enumerate(span(a.results), 1):
+            got = busy_cores(a.proc_stat, t0, t1)
+            if got:
+                busy, cores, peak = got
+                print(f"invocation {i} ({t1 - t0:,.0f} s): {busy:.1f} of {cores} cores busy on average "
+                      f"({100 * busy / cores:.0f}%), busiest 5 s {100 * peak:.0f}%")
+
+
+if __name__ == "__main__":
+    main()
