@@ -104,7 +104,14 @@ def test_decisions_name_what_moved(tree):
     assert decide("k", res, old, _key(tree, "LlamaModel", "llama", spec=spec2)).reason == "run spec changed: seq_len"
     knowledge = _key(tree, "LlamaModel", "llama", entry=ArchEntry("llama", config={"hidden_size": 32}))
     assert decide("k", res, old, knowledge).reason == "registry knowledge changed"
-    assert decide("k", RunResult(spec=RunSpec("llama"), verdict="timeout"), old, old).action == "run"
+    timed_out = RunResult(spec=RunSpec("llama"), verdict="timeout")
+    assert decide("k", timed_out, old, old).action == "run"
+    # The replay keeps a timeout while the key is unchanged, and retries it once anything moved;
+    # a crash is always retried.
+    assert decide("k", timed_out, old, old, keep_timeouts=True).action == "reuse"
+    assert decide("k", timed_out, old, _key(tree, "LlamaModel", "llama", torch="2.15.0"), keep_timeouts=True).action == "run"
+    crashed = RunResult(spec=RunSpec("llama"), verdict="crash")
+    assert decide("k", crashed, old, old, keep_timeouts=True).action == "run"
     assert decide("k", res, None, old).reason == "no recorded cache key for the previous result"
     # the registry's path is this machine's, not knowledge: moving it must not re-run anything
     moved = RunSpec(model_id="llama", task="base", backend="eager", fast=True, registry="/elsewhere/reg.yaml")

@@ -62,6 +62,9 @@ def register(app: typer.Typer) -> None:
                                                         "decisions and reasons go to OUT/incremental.json"),
         strict_versions: bool = typer.Option(False, help="with --reuse: re-run on any transformers version change, "
                                                          "even when the model's code is unchanged"),
+        keep_timeouts: bool = typer.Option(False, help="with --reuse: keep a previous timeout whose cache key is "
+                                                       "unchanged instead of retrying it (the replay re-measures "
+                                                       "unchanged code on one machine)"),
         new_types_first: bool = typer.Option(False, help="day 0: register the installed transformers' model types the "
                                                          "registry lacks, and run the release's new types first"),
         only_new_types: bool = typer.Option(False, help="day 0: as --new-types-first, and run only those types"),
@@ -164,7 +167,7 @@ def register(app: typer.Typer) -> None:
         done = Checkpoint(out).done if out.exists() else set()
         todo = sum(1 for it in items if spec_key(to_spec(it, opts)) not in done)
         run = dict(jobs=jobs, max_minutes=max_minutes, durations=durations, reuse_from=reuse,
-                   strict_versions=strict_versions)
+                   strict_versions=strict_versions, keep_timeouts=keep_timeouts)
         _exit_on_sigterm(err, out)
         if not interactive(err):  # CI logs: a line per finished item, counts and ETA every few
             lines = LineProgress(err, todo, every=progress_every)

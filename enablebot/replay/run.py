@@ -346,7 +346,8 @@ def _follow(opts, state, rs, env, registry, d, last_ok, budget, say) -> StepReco
     open_types = [mt for mt in _open_types(opts.out, state, before=rs.version) if mt in set(rs.release.model_types)]
     if not open_types:
         return StepRecord(note="no earlier type to follow")
-    reuse = ["--reuse", str(release_dir(opts.out, last_ok) / "dynamo")] if last_ok else []
+    # A type's timeout is kept while its code is unchanged: the same code times out again here.
+    reuse = ["--reuse", str(release_dir(opts.out, last_ok) / "dynamo"), "--keep-timeouts"] if last_ok else []
     # A type is supported only when every item is full graph: first its main model's eval call (the
     # sentinel); the other items only for the types whose sentinel now compiles to one graph. Most
     # open types still break, so a release costs about one item per open type.
@@ -380,7 +381,7 @@ def _inductor(opts, state, rs, env, registry, d, last_ok, budget, say) -> StepRe
             *sum((["-m", mt] for mt in todo), [])]
     prev = _last_with(opts.out, state, rs.version, "inductor")
     if prev:
-        args += ["--reuse", str(prev)]
+        args += ["--reuse", str(prev), "--keep-timeouts"]
     rec = _sweep(args, opts, env, registry, d / "inductor", budget)
     if rec is not None:
         rec.note = (rec.note + "; " if rec.note else "") + f"{len(todo)} types"

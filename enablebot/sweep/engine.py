@@ -197,7 +197,7 @@ def run_sweep(items: list[SweepItem], opts: SweepOptions, out_dir: Path, *, jobs
               on_result: Callable[[RunResult], None] | None = None,
               recycle_after: int = 200, max_minutes: float | None = None,
               durations: dict[str, float] | None = None, reuse_from: Path | None = None,
-              strict_versions: bool = False) -> SweepStats:
+              strict_versions: bool = False, keep_timeouts: bool = False) -> SweepStats:
     """Run `items`, checkpointing each result, in schedule.work_order: longest first by `durations`
     (item key -> seconds, schedule.durations_for) and the checkpoint's own history. With
     `reuse_from`, an item whose cache key (versions, model code, spec, registry knowledge:
@@ -211,7 +211,8 @@ def run_sweep(items: list[SweepItem], opts: SweepOptions, out_dir: Path, *, jobs
     specs = [to_spec(it, opts) for it in items]
     if reuse_from is not None:
         keys = _item_keys(specs, opts)
-        todo, reused = _apply_reuse(specs, keys, ckpt, Path(reuse_from), out_dir, strict_versions)
+        todo, reused = _apply_reuse(specs, keys, ckpt, Path(reuse_from), out_dir, strict_versions,
+                                     keep_timeouts)
         pending_keys = _Ready(keys)
     else:
         todo, reused = [s for s in specs if spec_key(s) not in ckpt.done], 0
@@ -325,7 +326,7 @@ def _item_keys(specs: list[RunSpec], opts: SweepOptions) -> dict:
 
 
 def _apply_reuse(specs: list[RunSpec], keys: dict, ckpt: Checkpoint, reuse_from: Path, out_dir: Path,
-                 strict: bool) -> tuple[list[RunSpec], int]:
+                 strict: bool, keep_timeouts: bool = False) -> tuple[list[RunSpec], int]:
     """Copy matching results from `reuse_from` into the checkpoint; return (specs to run, reused count).
     Results already in `out_dir` (a resumed incremental sweep) are judged by the same key."""
     import json
@@ -340,7 +341,7 @@ def _apply_reuse(specs: list[RunSpec], keys: dict, ckpt: Checkpoint, reuse_from:
     if Path(out_dir).resolve() != Path(reuse_from).resolve():
         previous.update(ckpt.done)
         previous_keys.update(load_keys(out_dir))
-    plan = plan_reuse(keys, previous, previous_keys, strict=strict)
+    plan = plan_reuse(keys, previous, previous_keys, strict=strict, keep_timeouts=keep_timeouts)
     reused = 0
     for rk, r in plan.reused.items():
         # A result this sweep already holds (a resumed or second sweep into the same folder) is

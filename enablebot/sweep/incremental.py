@@ -303,7 +303,7 @@ def cache_key(spec: RunSpec, class_name: str | None, *, torch_version: str, tran
 
 
 def decide(result_key: str, old: RunResult | None, old_key: CacheKey | None, new: CacheKey,
-           *, strict: bool = False) -> Decision:
+           *, strict: bool = False, keep_timeouts: bool = False) -> Decision:
     """Reuse `old` for the new key, or run again; the reason says which component moved."""
     def run(why: str) -> Decision:
         return Decision(result_key, "run", why)
@@ -312,7 +312,9 @@ def decide(result_key: str, old: RunResult | None, old_key: CacheKey | None, new
         return run("no previous result")
     if old_key is None:
         return run("no recorded cache key for the previous result")
-    if old.verdict in NEVER_REUSED:
+    # A timeout is retried (load can cause it), unless the caller re-measures the same code on the
+    # same machine and asks to keep it (the replay: a release with the type's code unchanged).
+    if old.verdict in NEVER_REUSED and not (keep_timeouts and old.verdict == "timeout"):
         return run(f"previous verdict {old.verdict}: retried")
     if old_key.torch != new.torch:
         return run(f"torch changed: {old_key.torch} -> {new.torch}")
@@ -354,10 +356,10 @@ def append_key(sweep_dir: Path, result_key: str, key: CacheKey) -> None:
 
 
 def plan_reuse(new_keys: dict[str, CacheKey], previous: dict[str, RunResult], previous_keys: dict[str, CacheKey],
-               *, strict: bool = False) -> ReusePlan:
+               *, strict: bool = False, keep_timeouts: bool = False) -> ReusePlan:
     plan = ReusePlan()
     for rk, nk in new_keys.items():
-        d = decide(rk, previous.get(rk), previous_keys.get(rk), nk, strict=strict)
+        d = decide(rk, previous.get(rk), previous_keys.get(rk), nk, strict=strict, keep_timeouts=keep_timeouts)
         plan.decisions.append(d)
         if d.action == "reuse":
             plan.reused[rk] = previous[rk]
