@@ -53,33 +53,27 @@ def phases(rows: list[dict]) -> tuple[Counter, int]:
     return total, n
 
 
-def busy_cores(log: Path, start: float, end: float) -> tuple[float, int, float] | None:
-    """Mean busy cores between start and end (epoch s), the core count, and the busiest 5 s share."""
-    samples = []
+def samples(log: Path) -> list[tuple[float, int, int]]:
+    """(epoch s, busy jiffies, all jiffies) of every core together, per line of the log."""
+    out = []
     for line in log.read_text().splitlines():
         parts = line.split()
-        if len(parts) < 9 or parts[1] != "cpu":
+        if len(parts) < 10 or parts[1] != "cpu":
             continue
-        t = float(parts[0])
-        vals = [int(x) for x in parts[2:]]
-        idle = vals[3] + vals[4]  # idle + iowait
-        samples.append((t, sum(vals[:8]) - idle, sum(vals[:8])))
-    inside = [s for s in samples if start <= s[0] <= end]
+        vals = [int(x) for x in parts[2:10]]  # user nice system idle iowait irq softirq steal
+        out.append((float(parts[0]), sum(vals) - vals[3] - vals[4], sum(vals)))
+    return out
+
+
+def busy_cores(rows: list[tuple[float, int, int]], start: float, end: float) -> tuple[float, int, float] | None:
+    """Mean busy cores between start and end (epoch s), the core count, and the busiest 5 s share."""
+    inside = [s for s in rows if start <= s[0] <= end]
     if len(inside) < 2:
         return None
-    cores = _cores(log)
-    busy = (inside[-1][1] - inside[0][1]) / (inside[-1][2] - inside[0][2])
+    (t0, b0, a0), (t1, b1, a1) = inside[0], inside[-1]
+    cores = round((a1 - a0) / (t1 - t0) / 100)  # Linux counts 100 jiffies per second per core
     peak = max((b[1] - a[1]) / max(1, b[2] - a[2]) for a, b in zip(inside, inside[1:]))
-    return busy * cores, cores, peak
-
-
-def _cores(log: Path) -> int:
-    # Jiffies per second are 100 on Linux: total jiffies per second of wall / 100 is the core count.
-    rows = [line.split() for line in log.read_text().splitlines() if len(line.split()) > 9]
-    if len(rows) < 2:
-        return 0
-    (t0, *a), (t1, *b) = rows[0], rows[-1]
-    return round((sum(map(int, b[1:9])) - sum(map(int, a[1:9]))) / (float(t1) - float(t0)) / 100)
+    return (b1 - b0) / (a1 - a0) * cores, cores, peak
 
 
 def span(results: Path) -> list[tuple[float, float]]:
@@ -107,8 +101,9 @@ def main() -> None:
         if key in total:
             print(f"  {label:<62} {total[key]:>9,.0f} s  {100 * total[key] / trace:5.1f}% of trace")
     if a.proc_stat and a.proc_stat.exists():
+        rows = samples(a.proc_stat)
         for i, (t0, t1) in enumerate(span(a.results), 1):
-            got = busy_cores(a.proc_stat, t0, t1)
+            got = busy_cores(rows, t0, t1)
             if got:
                 busy, cores, peak = got
                 print(f"invocation {i} ({t1 - t0:,.0f} s): {busy:.1f} of {cores} cores busy on average "
