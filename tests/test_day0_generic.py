@@ -55,6 +55,8 @@ CASES = [
     ("granite_speech5_encoder", "base", "input_features: axis 2 128 -> 320 (the width the forward asked for)"),
     ("fun_asr_nano_encoder", "base", "input_features: axis 2 128 -> 560"),
     ("vibevoice_acoustic_tokenizer_decoder", "base", "hidden_states: axis 1 32 -> 64"),
+    # ... and a waveform at the asked single channel, then doubled until the strided convolutions fit
+    ("vibevoice_acoustic_tokenizer_encoder", "base", "(the forward's convolutions need a longer input)"),
     # unset.py: values the default config leaves unset, at construction and (rebuilt) at forward
     ("lfm2_moe", "base", "Lfm2MoeConfig.layer_types=['conv', 'full_attention'] (per layer, the kinds"),
     ("qwen4_exp_text", "base", "indexer_compress_ratio=1 (read as self.compress_ratio"),
@@ -144,6 +146,32 @@ def test_no_layout_is_kept_when_none_runs():
     x = {"input_values": torch.zeros(2, 4000)}
     out, notes, err = relayout(Picky(), x, {"input_values"}, merges_images=False)
     assert out is x and notes == [] and "never runs" in str(err)
+
+
+def test_a_too_short_input_is_doubled_until_its_convolutions_fit_and_never_past_the_cap():
+    from enablebot.model.layouts import MAX_SAMPLES
+
+    short = "Calculated padded input size per channel: (3). Kernel size: (5). Kernel size can't be greater than actual input size"
+
+    class Strided(torch.nn.Module):
+        def __init__(self, need: int):
+            super().__init__()
+            self.need = need
+
+        def forward(self, input_values, attention_mask):
+            assert attention_mask.shape == input_values.shape and bool(attention_mask.all())
+            if input_values.shape[-1] < self.need:
+                raise RuntimeError(short)
+            return input_values.sum()
+
+    x = {"input_values": torch.zeros(2, 100), "attention_mask": torch.ones(2, 100, dtype=torch.long)}
+    out, notes, err = relayout(Strided(500), x, {"input_values", "attention_mask"}, merges_images=False)
+    assert err is None and out["input_values"].shape == (2, 800) and out["attention_mask"].shape == (2, 800)
+    assert notes == ["input_values: last axis 100 -> 800 (the forward's convolutions need a longer input)"]
+    # longer than the cap never runs: nothing is kept; a recipe's tensor (not generic) is never lengthened
+    for model, generic in ((Strided(MAX_SAMPLES + 1), {"input_values", "attention_mask"}), (Strided(500), set())):
+        out, notes, err = relayout(model, x, generic, merges_images=False)
+        assert out is x and notes == [] and "Kernel size" in str(err)
 
 
 def test_repairs_only_config_attributes_with_a_known_harmless_value(no_entry):

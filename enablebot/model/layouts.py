@@ -103,6 +103,45 @@ def _whole_windows(inputs: dict[str, Any], generic: set[str], err: BaseException
     return name, out
 
 
+# "Calculated padded input size per channel: (9). Kernel size: (10). Kernel size can't be greater
+# than actual input size": a strided convolution stack (a codec's encoder downsamples 3,200x) needs
+# a longer clip than the generic one. The error cannot say how much longer, so the time axis (the
+# last: a conv1d's length) is doubled until the forward runs, within MAX_SAMPLES.
+_SHORT = re.compile(r"padded input size per channel: \((\d+)\)\. Kernel size: \((\d+)\)")
+MAX_SAMPLES = 16384
+
+
+def _lengthened(model: Any, inputs: dict[str, Any], generic: set[str],
+                err: BaseException) -> tuple[dict[str, Any], str] | None:
+    """The inputs with one generic float input's last axis doubled until the forward runs (every
+    integer mask over the same steps made all ones at the new length), and the note; None when the
+    error is not a too-short input or no length within MAX_SAMPLES runs."""
+    import torch
+
+    if not _SHORT.search(str(err)):
+        return None
+    names = [n for n, t in inputs.items()
+             if n in generic and torch.is_tensor(t) and t.is_floating_point() and t.dim() >= 2]
+    for name in names:
+        x = inputs[name]
+        t = x.shape[-1]
+        n = 2 * t
+        gen = torch.Generator().manual_seed(0)
+        while n <= MAX_SAMPLES:
+            trial = dict(inputs)
+            trial[name] = torch.randn((*x.shape[:-1], n), generator=gen, dtype=x.dtype).to(x.device)
+            for k, v in inputs.items():  # masks over the same steps: all ones, as an unpadded clip's
+                if k != name and torch.is_tensor(v) and v.dim() == 2 and v.shape[-1] == t and not v.is_floating_point():
+                    trial[k] = torch.ones(v.shape[0], n, dtype=v.dtype, device=v.device)
+            e = trial_forward(model, trial)
+            if e is None:
+                return trial, f"{name}: last axis {t} -> {n} (the forward's convolutions need a longer input)"
+            if not _SHORT.search(str(e)):
+                break  # another complaint: not a matter of length
+            n *= 2
+    return None
+
+
 def relayout(model: Any, inputs: dict[str, Any], generic: set[str], *,
              merges_images: bool) -> tuple[dict[str, Any], list[str], BaseException | None]:
     """`inputs` as they are when they run; else, first, the config attributes the forward says
@@ -125,7 +164,7 @@ def relayout(model: Any, inputs: dict[str, Any], generic: set[str], *,
     if whole is not None and trial_forward(model, whole[1]) is None:
         name, padded = whole
         return padded, [*notes, f"{name}: padded to whole windows (the forward asks for a multiple)"], None
-    laid = _other_layout(model, inputs, generic, merges_images)
+    laid = _other_layout(model, inputs, generic, merges_images) or _lengthened(model, inputs, generic, err)
     if laid is not None:
         return laid[0], [*notes, laid[1]], None
     asked = _asked_width(model, inputs, generic, err, merges_images)
@@ -150,7 +189,8 @@ def _asked_width(model: Any, inputs: dict[str, Any], generic: set[str], err: Bas
     """The inputs with the widths the errors ask for (asked_width.py), when the forward then
     runs. A width that gets the forward further (another complaint) is kept for the next round,
     which may ask for another width or need another layout of another input (a codec's features
-    at the asked width, then its waveform with a channel axis)."""
+    at the asked width, then its waveform with a channel axis; a codec's waveform at the asked
+    single channel, then longer)."""
     from .asked_width import asked_widths, with_width
 
     trial, changed = inputs, []
@@ -163,7 +203,7 @@ def _asked_width(model: Any, inputs: dict[str, Any], generic: set[str], err: Bas
             if str(e) != str(err):  # got further: the next layer's complaint, a next round
                 trial, err = nxt, e
                 changed.append(note)
-                laid = _other_layout(model, trial, generic, merges_images)
+                laid = _other_layout(model, trial, generic, merges_images) or _lengthened(model, trial, generic, e)
                 if laid is not None:
                     return laid[0], [*changed, laid[1]]
                 break
