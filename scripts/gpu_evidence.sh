@@ -146,15 +146,20 @@ case $part in
     # (SHARD, default 6/6), each run with its own empty Inductor and Triton caches: A is the
     # measured setup (12 workers, 2 compile threads each); B is JOBS_B workers (15) compiling
     # in-process (TORCHINDUCTOR_COMPILE_THREADS=1: no compile subprocess pool per worker).
+    # RUNS="NAME:JOBS:THREADS:UNIQUE ..." sets other pairs; UNIQUE=0 names every Triton kernel
+    # `triton_` (TORCHINDUCTOR_UNIQUE_KERNEL_NAMES=0), so a kernel another model already compiled
+    # is found in the shared Triton cache instead of compiled again.
     # benchmarks/sweep_speed.py --results DIR prints each run's wall and worker time.
-    for run in "A 12 2" "B ${JOBS_B:-15} 1"; do
-      set -- $run
+    runs=${RUNS:-A:12:2:1 B:${JOBS_B:-15}:1:1}
+    for run in $runs; do
+      set -- ${run//:/ }
       d="$out/inductor-ab-$1"; c=$(mktemp -d)
       TORCHINDUCTOR_CACHE_DIR=$c/inductor TRITON_CACHE_DIR=$c/triton TORCHINDUCTOR_COMPILE_THREADS=$3 \
+        TORCHINDUCTOR_UNIQUE_KERNEL_NAMES=${4:-1} \
         timeout "${LIMIT_EACH:-280}" $py -m enablebot.cli sweep --pass inductor --device cuda --mode eval --task main \
         --jobs "$2" --repeats 10 --timeout 120 --no-report --shard "${SHARD:-6/6}" \
-        --durations-from results/gpu/cuda-dynamo-default --out "$d"
-      echo "run $1: jobs $2, compile threads $3, rc $?"; tail -n1 "$d/sweep_runs.jsonl"
+        --durations-from "${DURATIONS:-results/gpu/cuda-dynamo-default}" --out "$d"
+      echo "run $1: jobs $2, compile threads $3, unique kernel names ${4:-1}, rc $?"; tail -n1 "$d/sweep_runs.jsonl"
       rm -rf "$d/logs" "$c"
     done ;;
   *) echo "unknown part $part" >&2; exit 2 ;;

@@ -57,6 +57,10 @@ CASES = [
     ("vibevoice_acoustic_tokenizer_decoder", "base", "hidden_states: axis 1 32 -> 64"),
     # ... and a waveform at the asked single channel, then doubled until the strided convolutions fit
     ("vibevoice_acoustic_tokenizer_encoder", "base", "(the forward's convolutions need a longer input)"),
+    # trial.one_of: the forward wants one of two arguments (text-only call), then the audio's length
+    # scaled to the text length the model derives from it (asked_width.py: one token per 8 frames)
+    ("voxtral_realtime", "head", "input_features: by its rule (the forward asks for one of the arguments it names); "
+                                 "input_features: axis 2 128 -> 256"),
     # unset.py: values the default config leaves unset, at construction and (rebuilt) at forward
     ("lfm2_moe", "base", "Lfm2MoeConfig.layer_types=['conv', 'full_attention'] (per layer, the kinds"),
     ("qwen4_exp_text", "base", "indexer_compress_ratio=1 (read as self.compress_ratio"),
@@ -215,6 +219,37 @@ def test_an_asked_width_names_only_a_generic_float_input_whose_shape_fits_the_er
     huge = RuntimeError(f"mat1 and mat2 shapes cannot be multiplied (160x128 and {MAX_WIDTH + 1}x64)")
     assert asked_widths(huge, x, generic=set(x)) == []
     assert asked_widths(ValueError("something else"), x, generic=set(x)) == []
+
+
+def test_a_size_mismatch_naming_no_input_scales_only_a_generic_audio_input_by_the_two_sizes_ratio():
+    from enablebot.model.asked_width import asked_widths
+
+    x = {"input_ids": torch.ones(2, 32, dtype=torch.long), "input_features": torch.randn(2, 128, 128),
+         "pixel_values": torch.randn(2, 3, 64, 64)}
+    cfg = transformers.WhisperConfig(num_mel_bins=128)
+    err = RuntimeError("The size of tensor a (32) must match the size of tensor b (16) at non-singleton dimension 1")
+    ws = asked_widths(err, x, generic=set(x), config=cfg)
+    assert [(w.arg, w.axis, w.width) for w in ws] == [("input_features", 2, 256), ("input_features", 2, 64)]
+    assert asked_widths(err, x, generic={"input_ids", "pixel_values"}, config=cfg) == []  # a recipe's audio
+
+
+def test_one_of_two_named_arguments_is_added_only_when_neither_is_given_and_the_forward_takes_it():
+    from enablebot.model.tensors import Ctx
+    from enablebot.model.trial import one_of
+
+    class Either(torch.nn.Module):
+        def forward(self, input_ids=None, input_features=None, encoder_inputs_embeds=None):
+            return input_ids
+
+    cfg = transformers.WhisperConfig(num_mel_bins=80)
+    ctx = Ctx(model=Either(), config=cfg, batch=2, seq_len=16, gen=torch.Generator().manual_seed(0),
+              out={"input_ids": torch.ones(2, 16, dtype=torch.long)})
+    err = ValueError("You must specify exactly one of input_features or encoder_inputs_embeds")
+    assert list(one_of(ctx.model, err, ctx)) == ["input_features"]
+    assert one_of(ctx.model, ValueError("You must specify exactly one of foo_values or bar_values"), ctx) == {}
+    assert one_of(ctx.model, RuntimeError(str(err)), ctx) == {}  # only the forward's own argument check
+    ctx.out["encoder_inputs_embeds"] = torch.zeros(2, 4, 8)  # one is given: the error is another matter
+    assert one_of(ctx.model, err, ctx) == {}
 
 
 def test_unset_values_are_filled_only_from_a_modeling_frame_that_reads_them_as_none():

@@ -44,9 +44,17 @@ def _shape(text: str) -> tuple[int, ...]:
     return tuple(int(d) for d in text.replace(" ", "").split(",") if d)
 
 
-def asked_widths(err: BaseException, inputs: dict[str, Any], generic: set[str]) -> list[Width]:
+# Audio inputs whose length a model may derive another length from (Voxtral Realtime: one text
+# token per 8 feature frames, so `size of tensor a (32) must match ... b (16)` names no input's size).
+_AUDIO = ("input_features", "input_values")
+
+
+def asked_widths(err: BaseException, inputs: dict[str, Any], generic: set[str],
+                 config: Any = None) -> list[Width]:
     """Candidates, most specific first: a generic float input whose shape is the one the error
-    reports, with the width the failing layer expected on the axis it measured."""
+    reports, with the width the failing layer expected on the axis it measured. A size mismatch
+    that names no input's size may be a length derived from an audio input: that input's time
+    axis scaled by the two sizes' ratio, longer first."""
     import torch
 
     text = str(err)
@@ -85,6 +93,16 @@ def asked_widths(err: BaseException, inputs: dict[str, Any], generic: set[str]) 
                     add(n, dim, b)
                 elif t.shape[dim] == b:
                     add(n, dim, a)
+        if not out and a != b:
+            from .padding import _frames_axis
+
+            for n in (n for n in _AUDIO if n in cands):
+                t = cands[n]
+                axis = _frames_axis(t, config)
+                length = t.shape[axis]
+                for num, den in ((max(a, b), min(a, b)), (min(a, b), max(a, b))):
+                    if length * num % den == 0:
+                        add(n, axis, length * num // den)
     return out
 
 

@@ -260,6 +260,18 @@ def build_inputs(model: Any, config: Any, modality: str, recipe: dict[str, Any] 
     from .layouts import relayout
 
     out, changed, err = relayout(model, out, generic, merges_images=image_token(config) is not None)
+    if err is not None and not recipe.get("tensors"):
+        from .trial import one_of
+
+        ctx.out = out
+        named = one_of(model, err, ctx)  # the forward wants one of two arguments and got neither
+        if named:
+            tried, more, err2 = relayout(model, {**out, **named}, generic | set(named),
+                                         merges_images=image_token(config) is not None)
+            if err2 is None:
+                out, err = tried, None
+                changed = [*changed, *(f"{n}: by its rule (the forward asks for one of the arguments it names)"
+                                       for n in named), *more]
     if err is None and not recipe.get("tensors"):
         from .trial import add_training_inputs
 

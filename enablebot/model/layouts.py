@@ -195,7 +195,7 @@ def _asked_width(model: Any, inputs: dict[str, Any], generic: set[str], err: Bas
 
     trial, changed = inputs, []
     for _ in range(rounds):
-        for w in asked_widths(err, trial, generic):
+        for w in asked_widths(err, trial, generic, getattr(model, "config", None)):
             nxt, note = with_width(trial, w), w.note(trial[w.arg].shape[w.axis])
             e = trial_forward(model, nxt)
             if e is None:

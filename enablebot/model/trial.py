@@ -56,6 +56,27 @@ def run_completing(model: Any, ctx: Ctx, rounds: int = 4) -> bool:
     return False
 
 
+# "You must specify exactly one of input_features or encoder_inputs_embeds" (Voxtral Realtime with
+# text only): the forward wants one of the arguments it names and was given none of them.
+_ONE_OF_RE = re.compile(r"(?:exactly one of|either)\s+`?(\w+)`?\s+or\s+`?(\w+)`?")
+
+
+def one_of(model: Any, err: BaseException, ctx: Ctx) -> dict[str, Any]:
+    """The first of the arguments such an error names that the forward takes and a documented
+    shape or a rule by name can make, when none of them is given; else nothing."""
+    import inspect
+
+    m = _ONE_OF_RE.search(str(err))
+    if not isinstance(err, ValueError) or m is None or any(n in ctx.out for n in m.groups()):
+        return {}
+    params = inspect.signature(model.forward).parameters
+    for name in (n for n in m.groups() if n in params):
+        t = _missing_tensor(model, name, ctx)
+        if t is not None:
+            return {name: t}
+    return {}
+
+
 def _missing_tensor(model: Any, name: str, ctx: Ctx) -> Any:
     from .documented import declaring_modules, documented_tensor
 
