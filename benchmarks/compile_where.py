@@ -11,6 +11,13 @@ written by `scripts/gpu_evidence.sh inductor-whole`). Prints:
 
     .venv/bin/python benchmarks/compile_where.py results/gpu/inductor-whole-2026-12-07/cold \
         --proc-stat results/gpu/inductor-whole-2026-12-07/proc_stat.log
+
+With `--against B`: two runs of the same items side by side (scripts/gpu_evidence.sh inductor-ab),
+on the items both finished: worker time, trace stage, each phase, A and B and their ratio, and what
+must not change (verdicts, graph and op counts, numerics) with the speedups' geomeans.
+
+    .venv/bin/python benchmarks/compile_where.py results/gpu/inductor-ab-names-2026-12-07/inductor-ab-A \
+        --against results/gpu/inductor-ab-names-2026-12-07/inductor-ab-B
 """
 
 from __future__ import annotations
@@ -86,12 +93,61 @@ def span(results: Path) -> list[tuple[float, float]]:
     return out
 
 
+def _key(r: dict) -> tuple:
+    s = r["spec"]
+    return s["model_id"], s["task"], s["mode"], s["scenario"]
+
+
+def _geomean(xs: list[float]) -> float:
+    import math
+
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
+
+
+def side_by_side(a_rows: list[dict], b_rows: list[dict]) -> None:
+    """Print run A against run B on the items both finished (no timeout in either)."""
+    a = {_key(r): r for r in a_rows}
+    b = {_key(r): r for r in b_rows}
+    common = [k for k in a if k in b and "timeout" not in (a[k]["verdict"], b[k]["verdict"])]
+    print(f"A {len(a)} items, B {len(b)} items; {len(common)} finished in both")
+
+    def total(rows: dict, f) -> float:
+        return sum(f(rows[k]) for k in common)
+
+    def line(label: str, x: float, y: float) -> None:
+        print(f"  {label:<62} {x:>8,.0f} {y:>8,.0f}  {y / x if x else float('nan'):.3f}")
+
+    print(f"  {'':<62} {'A s':>8} {'B s':>8}  B/A")
+    line("worker time", total(a, lambda r: r.get("duration_s") or 0.0), total(b, lambda r: r.get("duration_s") or 0.0))
+    for stage in ("create", "eager", "trace", "timing"):
+        line(f"stage {stage}", total(a, lambda r: (r.get("stage_s") or {}).get(stage, 0.0)),
+             total(b, lambda r: (r.get("stage_s") or {}).get(stage, 0.0)))
+    pa, _ = phases([a[k] for k in common])
+    pb, _ = phases([b[k] for k in common])
+    for key, label in PHASES:
+        if key in pa or key in pb:
+            line(label, pa.get(key, 0.0), pb.get(key, 0.0))
+    same = ("verdict", "explain_graphs", "ops_captured")
+    diffs = [k for k in a if k in b and any(a[k].get(f) != b[k].get(f) for f in same)]
+    num = [k for k in common if (a[k].get("numerics") or {}).get("passed") != (b[k].get("numerics") or {}).get("passed")]
+    print(f"items whose verdict, graph count or op count differ: {len(diffs)} {diffs[:5]}")
+    print(f"items whose numerics verdict differs: {len(num)} {num[:5]}")
+    pairs = [((a[k].get("timing") or {}).get("speedup"), (b[k].get("timing") or {}).get("speedup")) for k in common]
+    pairs = [(x, y) for x, y in pairs if x and y]
+    print(f"speedup geomean on {len(pairs)} items: A {_geomean([x for x, _ in pairs]):.3f}, "
+          f"B {_geomean([y for _, y in pairs]):.3f}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("results", type=Path)
     ap.add_argument("--proc-stat", type=Path)
+    ap.add_argument("--against", type=Path, help="run B's results dir: A and B side by side")
     a = ap.parse_args()
     rows = load(a.results)
+    if a.against:
+        side_by_side(rows, load(a.against))
+        return
     worker = sum(r.get("duration_s") or 0.0 for r in rows)
     trace = sum((r.get("stage_s") or {}).get("trace", 0.0) for r in rows)
     total, n = phases(rows)

@@ -405,3 +405,19 @@ def test_the_diagnostic_naive_scenario_is_planned_in_eval_and_train_and_never_by
     inputs = {"input_ids": torch.ones(2, 8, dtype=torch.long)}
     steps = plan_steps("naive", torch.nn.Linear(2, 2), None, inputs, "text", "train")
     assert steps.skip_reason is None and torch.equal(steps.steps[0].make_inputs()["input_ids"], inputs["input_ids"])
+
+
+def test_an_inductor_sweep_shares_triton_kernels_across_models_unless_the_user_set_it():
+    import subprocess
+    import sys
+
+    from enablebot.sweep.engine import INDUCTOR_ENV, with_inductor_env
+
+    assert with_inductor_env({}) == INDUCTOR_ENV
+    assert with_inductor_env({"TORCHINDUCTOR_UNIQUE_KERNEL_NAMES": "1"}) == {}  # the user's own setting stands
+    # The variable is the one torch reads: with it, Inductor names every Triton kernel `triton_`.
+    probe = "import torch._inductor.config as c; print(c.triton.unique_kernel_names)"
+    for env, want in ((INDUCTOR_ENV, "False"), ({"TORCHINDUCTOR_UNIQUE_KERNEL_NAMES": "1"}, "True")):
+        out = subprocess.run([sys.executable, "-c", probe], env={**os.environ, **env}, capture_output=True,
+                             text=True, timeout=300)
+        assert out.stdout.strip() == want, out.stderr

@@ -83,7 +83,10 @@ def register(app: typer.Typer) -> None:
             err.print(f"[red]error:[/red] --pass {pass_.value}: this sweep runs only {', '.join(PASSES)}")
             raise typer.Exit(2)
         from ..execute.pool import start_fork_server
+        from ..sweep.engine import with_inductor_env
 
+        if pass_ == Pass.inductor:  # before the fork server imports Inductor's config (workers inherit it)
+            os.environ.update(with_inductor_env(dict(os.environ)))
         # Before anything imports torch here (require_device does, for cuda): the server's own imports
         # then overlap this process's checks and planning instead of following them.
         start_fork_server()

@@ -183,6 +183,21 @@ def mark_contention(result: RunResult, jobs: int) -> None:
         add_flags(t, "oversubscribed")
 
 
+# What an Inductor sweep's workers run with unless the environment already says otherwise.
+# TORCHINDUCTOR_UNIQUE_KERNEL_NAMES=0 names every generated Triton kernel `triton_` (PyTorch's own
+# setting "to maximize caching"; the descriptive name stays in the kernel's metadata for profilers):
+# a kernel another model of the sweep already compiled is then found in the shared Triton cache
+# instead of compiled again. The generated code is otherwise the same. Measured side by side on 80
+# items (results/gpu/inductor-ab-names-2026-12-07): the same verdicts, graphs, ops, numerics and
+# speedups, worker time -18%.
+INDUCTOR_ENV = {"TORCHINDUCTOR_UNIQUE_KERNEL_NAMES": "0"}
+
+
+def with_inductor_env(environ: dict[str, str]) -> dict[str, str]:
+    """The INDUCTOR_ENV settings `environ` lacks (a setting the user made is kept)."""
+    return {k: v for k, v in INDUCTOR_ENV.items() if k not in environ}
+
+
 def default_jobs(pass_: str, device: str) -> int:
     """CPU Inductor sweeps time speedups: one model at a time, so the numbers are comparable."""
     return 1 if (pass_ == "inductor" and device == "cpu") else 2
