@@ -259,15 +259,15 @@ def build_inputs(model: Any, config: Any, modality: str, recipe: dict[str, Any] 
         out.pop(name, None)
     from .layouts import relayout
 
-    out, changed, err = relayout(model, out, generic, merges_images=image_token(config) is not None)
+    merges = image_token(config) is not None
+    out, changed, err = relayout(model, out, generic, merges_images=merges)
     if err is not None and not recipe.get("tensors"):
         from .trial import one_of
 
         ctx.out = out
         named = one_of(model, err, ctx)  # the forward wants one of two arguments and got neither
         if named:
-            tried, more, err2 = relayout(model, {**out, **named}, generic | set(named),
-                                         merges_images=image_token(config) is not None)
+            tried, more, err2 = relayout(model, {**out, **named}, generic | set(named), merges_images=merges)
             if err2 is None:
                 out, err = tried, None
                 changed = [*changed, *(f"{n}: by its rule (the forward asks for one of the arguments it names)"

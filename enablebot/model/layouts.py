@@ -97,10 +97,16 @@ def _whole_windows(inputs: dict[str, Any], generic: set[str], err: BaseException
         return None
     out = dict(inputs)
     out[name] = torch.nn.functional.pad(x.movedim(axis, -1), (0, want - t)).movedim(-1, axis).contiguous()
-    for k, v in inputs.items():  # masks over the same frames: all ones, as an unpadded clip's
-        if k != name and torch.is_tensor(v) and v.dim() == 2 and v.shape[-1] == t and not v.is_floating_point():
-            out[k] = torch.ones(v.shape[0], want, dtype=v.dtype)
+    out.update(_masks_at(inputs, name, t, want))
     return name, out
+
+
+def _masks_at(inputs: dict[str, Any], name: str, old: int, new: int) -> dict[str, Any]:
+    """Every integer mask over `name`'s `old` steps, made all ones at `new` (an unpadded clip's)."""
+    import torch
+
+    return {k: torch.ones(v.shape[0], new, dtype=v.dtype, device=v.device) for k, v in inputs.items()
+            if k != name and torch.is_tensor(v) and v.dim() == 2 and v.shape[-1] == old and not v.is_floating_point()}
 
 
 # "Calculated padded input size per channel: (9). Kernel size: (10). Kernel size can't be greater
@@ -128,11 +134,8 @@ def _lengthened(model: Any, inputs: dict[str, Any], generic: set[str],
         n = 2 * t
         gen = torch.Generator().manual_seed(0)
         while n <= MAX_SAMPLES:
-            trial = dict(inputs)
+            trial = {**inputs, **_masks_at(inputs, name, t, n)}
             trial[name] = torch.randn((*x.shape[:-1], n), generator=gen, dtype=x.dtype).to(x.device)
-            for k, v in inputs.items():  # masks over the same steps: all ones, as an unpadded clip's
-                if k != name and torch.is_tensor(v) and v.dim() == 2 and v.shape[-1] == t and not v.is_floating_point():
-                    trial[k] = torch.ones(v.shape[0], n, dtype=v.dtype, device=v.device)
             e = trial_forward(model, trial)
             if e is None:
                 return trial, f"{name}: last axis {t} -> {n} (the forward's convolutions need a longer input)"
