@@ -164,7 +164,7 @@ def test_a_head_that_generates_its_own_way_decodes_with_the_calls_generate_makes
     prompt, _ = scenarios.pad_batch(b.model, b.config, x)
     again = generate_calls(b.model, prompt)
     with torch.no_grad():
-        ref = b.model(**again[1])
+        ref = b.model(**again.calls[1])
     assert torch.equal(scenarios._logits(ref), scenarios._logits(outs[1][1]))
 
 
@@ -448,3 +448,22 @@ def test_user_frame_prefers_model_code_over_torch_and_shared_utils():
     remote = [f("/hf/modules/transformers_modules/org/repo/modeling_x.py", 3), f("/sp/transformers/utils/generic.py", 4)]
     assert graph_breaks.user_frame(remote).lineno == 3
     assert graph_breaks.user_frame([f("/sp/transformers/utils/generic.py", 4), f("/sp/torch/x.py", 1)]).lineno == 4
+
+
+def test_a_streaming_head_decodes_once_its_audio_outlasts_the_prompt(registry):
+    """Voxtral Realtime's generate() makes exactly as many tokens as its audio lasts, prompt
+    included; with a prompt as long as the audio it refuses to start. The prompt's audio is
+    lengthened (doubled) until generate() runs, the padded prompt is kept, and the plan says so."""
+    from enablebot.measure.generate_capture import generate_calls
+
+    b, x, _ = built("voxtral_realtime", registry)
+    prompt, _ = scenarios.pad_batch(b.model, b.config, x)
+    got = generate_calls(b.model, prompt)
+    assert got is not None and len(got.calls) == 2
+    assert any("generate() derives its length from the audio" in n for n in got.notes)
+    assert torch.equal(got.calls[0]["input_ids"], prompt["input_ids"])  # the prompt itself unchanged
+    p = scenarios.plan("decode", b.model, b.config, x, b.modality, "eval")
+    assert [s.name for s in p.steps] == ["prefill", "decode"]
+    assert any("derives its length from the audio" in n for n in p.notes)
+    outs = run_steps(b.model, p)
+    assert scenarios._logits(outs[1][1]).shape[1] == 1

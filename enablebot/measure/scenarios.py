@@ -331,12 +331,13 @@ def _generate_plan(model: Any, prompt: dict, info: Padding) -> ScenarioPlan | No
     or runs the forward fewer times (the scenario's own failure stands)."""
     from .generate_capture import generate_calls
 
-    calls = generate_calls(model, prompt)
-    if calls is None or trial_forward(model, copy.deepcopy(calls[1])) is not None:
+    got = generate_calls(model, prompt)
+    if got is None or trial_forward(model, copy.deepcopy(got.calls[1])) is not None:
         return None
+    calls = got.calls
     return ScenarioPlan("decode", steps=[Step("prefill", fresh(calls[0])), Step("decode", fresh(calls[1]))],
                         padding=info, notes=["the prefill and the decode step are the forward calls the model's own "
-                                             "generate() makes (the common-way step did not run)"])
+                                             "generate() makes (the common-way step did not run)", *got.notes])
 
 
 def _audio_prefill_only(model: Any, prefill: dict) -> set[str]:
