@@ -69,6 +69,7 @@ CASES = [
     ("deepseek_ocr2", "base", "num_experts_per_tok=2 (read as self.top_k"),
     ("diffusion_gemma", "base", "top_k_experts=2 (a count the code reads"),
     ("paddleocr_vl", "base", "rope_parameters['mrope_section']=[2, 3, 3] (the code's default [16, 24, 24] scaled"),
+    ("granite4_vision", "head", "Granite4VisionConfig.downsample_rate='1/4' (the value its config class's docstring gives)"),
     ("muse_glimmer_assistant", "base", "context_hidden_states: axis 2 64 -> 320"),
     # trial.add_training_inputs: an argument the forward requires only in training mode
     ("molmo2", "base", "mm_token_type_ids: by its rule (the forward requires it in training)"),
@@ -416,6 +417,38 @@ def test_a_none_read_through_a_local_is_filled_from_the_config_attribute_the_loc
 def _divide_through_a_local(config):
     kv = config.num_global_key_value_heads
     return config.num_attention_heads // kv
+
+
+def test_a_documented_value_is_read_from_its_own_entry_and_never_made_up():
+    """unset.doc_value: the default an entry states, else its first example, as a literal; an entry
+    that states none (`defaults to `None``, prose only), another attribute's entry or no entry gives
+    None. Counts are not taken from docstrings (_documented): a documented 4096 is a full size."""
+    from enablebot.model.unset import _documented, doc_value
+
+    class Cfg:
+        r"""
+        rate (`str`, *optional*):
+            Fractional rate, e.g. `"1/4"` or `"3/8"`.
+        layers (`list`, *optional*, defaults to `[12, 15]`):
+            Target layers.
+        table (`dict`, *optional*, defaults to `None`):
+            A table; see `rate`, e.g. `"ignored"` belongs to no entry below.
+        width (`int`, *optional*, defaults to 4096):
+            The width, e.g. `4096`.
+        prose (`list`, *optional*):
+            Pairs of indices.
+        """
+
+        def __init__(self):
+            self.rate = self.layers = self.table = self.width = self.prose = None
+
+    assert doc_value(Cfg, "rate") == "1/4" and doc_value(Cfg, "layers") == [12, 15]
+    assert doc_value(Cfg, "table") is None and doc_value(Cfg, "prose") is None
+    assert doc_value(Cfg, "missing") is None
+    c = Cfg()
+    fills = _documented([c], "q, k = config.rate.split('/'); w = config.width; t = config.table['x']")
+    assert [(f.name, f.value) for f in fills] == [("rate", "1/4")]
+    assert c.width is None and c.table is None
 
 
 def test_a_per_layer_head_list_follows_the_shrunk_head_counts():

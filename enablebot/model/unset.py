@@ -16,13 +16,16 @@ that hold it as None:
   (experts, top-k, heads, head dim, feed-forward width), else 1; None siblings sharing its prefix
   (`indexer_*`) together, since configs validate such groups all or none;
 - a per-layer-type dict lacking a type `layer_types` lists: keyed by every layer type;
-- tuples where the code concatenates a list: lists.
+- tuples where the code concatenates a list: lists;
+- a value (not a count) the config class's own docstring gives for the attribute (`downsample_rate
+  (`str`, *optional*): ... e.g. `"1/4"``, `defaults to `[12, 15]``), where the line reads it as None.
 The caller builds again and keeps the result only if it builds (build.build_model). Nothing here is
 per architecture; what was set is recorded.
 """
 
 from __future__ import annotations
 
+import ast
 import linecache
 import re
 from dataclasses import dataclass
@@ -363,6 +366,40 @@ def _sub_configs(configs: list[Any], line: str, message: str) -> list[Fill]:
 
 
 _NONE_CONFIG = "Unrecognized configuration class <class 'NoneType'>"
+# In a config's docstring entry: the literal it gives as the default or as an example.
+_DOC_VALUE = re.compile(r"(?:defaults to|e\.g\.,?|for example,?)\s*`([^`]+)`")
+
+
+def doc_value(cls: type, name: str) -> Any:
+    """The value `cls`'s docstring gives for `name` (its default, else its first example), as a
+    Python literal; None when the entry gives none. The entry is transformers' `name (`type`,
+    *optional*...):` line and the indented lines under it."""
+    doc = cls.__doc__ or ""
+    m = re.search(r"^([ \t]*)%s \(`[^\n]*\):[^\n]*\n((?:\1[ \t]+[^\n]*\n?)*)" % re.escape(name), doc, re.M)
+    if m is None:
+        return None
+    for lit in _DOC_VALUE.findall(" ".join(m.group(0).split())):
+        try:
+            return ast.literal_eval(lit)
+        except (ValueError, SyntaxError):
+            continue
+    return None
+
+
+def _documented(configs: list[Any], line: str) -> list[Fill]:
+    """The attributes `line` reads as `config.X` that are None, set to the value their config
+    class's docstring gives; counts are left to the tiny profile (a documented 4096 is a full size)."""
+    fills = []
+    for name in dict.fromkeys(re.findall(r"config\.(\w+)", line)):
+        for c in configs:
+            if name not in vars(c) or getattr(c, name) is not None:
+                continue
+            value = doc_value(type(c), name)
+            if value is None or isinstance(value, (bool, int, float)):
+                continue
+            setattr(c, name, value)
+            fills.append(Fill(type(c).__name__, name, value, "the value its config class's docstring gives"))
+    return fills
 
 
 def _sub_config_class(holder: type, sub: str) -> tuple[type | None, str]:
@@ -444,9 +481,12 @@ def fill_unset(cfg: Any, err: BaseException) -> list[Fill]:
         key = err.args[0] if err.args else None
         return _rekeyed(configs, line, key) or _keyed(configs, line, key)
     if isinstance(err, (AttributeError, ValueError)):  # a sub-config left None (_sub_configs reads which)
-        return _sub_configs(configs, line, str(err))
+        return _sub_configs(configs, line, str(err)) or (
+            _documented(configs, line) if "'NoneType' object has no attribute" in str(err) else [])
     if not isinstance(err, TypeError) or "NoneType" not in str(err) and "None" not in str(err):
         return []
+    if documented := _documented(configs, line):
+        return documented
     names = set(re.findall(r"\b([A-Za-z_]\w*)\b", line))
     owner = tb.tb_frame.f_locals.get("self")
     fills: list[Fill] = []
