@@ -85,6 +85,21 @@ def test_shrink_keeps_expert_constraints():
     assert ds.num_key_value_heads == ds.num_attention_heads
 
 
+@pytest.mark.parametrize("model_type,attr,most", [
+    ("qwen3_moe", "num_local_experts", 4),  # field num_experts, stored as num_local_experts
+    ("kimi_linear", "num_experts", 4),
+    ("inkling_vision", "n_layers", 2),  # field num_hidden_layers, stored as n_layers
+])
+def test_a_field_stored_under_its_attribute_map_name_is_shrunk(model_type, attr, most):
+    """A config dataclass whose field is kept under another name (`attribute_map`) lists the stored
+    name in to_dict(): it is a constructor field, not a derived value, so the shrink caps it. Before,
+    the tiny Qwen3-MoE had all 128 experts and Inkling's vision tower all 24 layers."""
+    full = AutoConfig.for_model(model_type)
+    assert getattr(full, attr) > most
+    cfg, _ = shrink_config(full, "tiny")
+    assert getattr(cfg, attr) <= most
+
+
 def test_shrink_keeps_every_layer_kind():
     full = AutoConfig.for_model("qwen3_next")
     cfg, _ = shrink_config(full, "tiny")

@@ -345,7 +345,11 @@ def _derived(cls: type) -> frozenset[str]:
     defaults = _defaults(cls)
     if fields is None or defaults is None:
         return frozenset()
-    return frozenset(k for k in defaults if k not in fields and f"_{k}" not in fields and k not in _NOT_KWARGS)
+    # A field stored under its `attribute_map` name (Inkling's vision `num_hidden_layers` is kept
+    # as `n_layers`) is a constructor field, not derived.
+    aliased = {v for k, v in (getattr(cls, "attribute_map", None) or {}).items() if k in fields}
+    return frozenset(k for k in defaults
+                     if k not in fields and f"_{k}" not in fields and k not in _NOT_KWARGS and k not in aliased)
 
 
 # Multimodal RoPE: configs that exempt `mrope_section` from RoPE validation read it with a
