@@ -437,14 +437,17 @@ def test_a_documented_value_is_read_from_its_own_entry_and_never_made_up():
             The width, e.g. `4096`.
         prose (`list`, *optional*):
             Pairs of indices.
+        kinds (`list[str]`, *optional*):
+            Per layer, e.g. `["dense", "sparse", ...]`.
         """
 
         def __init__(self):
-            self.rate = self.layers = self.table = self.width = self.prose = None
+            self.rate = self.layers = self.table = self.width = self.prose = self.kinds = None
 
     assert doc_value(Cfg, "rate") == "1/4" and doc_value(Cfg, "layers") == [12, 15]
     assert doc_value(Cfg, "table") is None and doc_value(Cfg, "prose") is None
     assert doc_value(Cfg, "missing") is None
+    assert doc_value(Cfg, "kinds") is None  # an elided example is no value
     c = Cfg()
     fills = _documented([c], "q, k = config.rate.split('/'); w = config.width; t = config.table['x']")
     assert [(f.name, f.value) for f in fills] == [("rate", "1/4")]

@@ -379,6 +379,8 @@ def doc_value(cls: type, name: str) -> Any:
     if m is None:
         return None
     for lit in _DOC_VALUE.findall(" ".join(m.group(0).split())):
+        if "..." in lit:  # an elided example (`["dense", "sparse", ...]`) is no value
+            continue
         try:
             return ast.literal_eval(lit)
         except (ValueError, SyntaxError):
@@ -485,8 +487,6 @@ def fill_unset(cfg: Any, err: BaseException) -> list[Fill]:
             _documented(configs, line) if "'NoneType' object has no attribute" in str(err) else [])
     if not isinstance(err, TypeError) or "NoneType" not in str(err) and "None" not in str(err):
         return []
-    if documented := _documented(configs, line):
-        return documented
     names = set(re.findall(r"\b([A-Za-z_]\w*)\b", line))
     owner = tb.tb_frame.f_locals.get("self")
     fills: list[Fill] = []
@@ -507,8 +507,8 @@ def fill_unset(cfg: Any, err: BaseException) -> list[Fill]:
                     fills.append(Fill(type(c).__name__, name, value, "per layer, the kinds the code compares it with"))
                 continue
             fills += _count(c, name, "a count the code reads; the tiny profile's value for its name", line)
-    if not fills:
-        fills = _through_locals(configs, tb, path, line)
+    if not fills:  # the rules above know the value's kind better than a docstring's example
+        fills = _documented(configs, line) or _through_locals(configs, tb, path, line)
     if fills or owner is None:
         return fills
     # Read through a copy: `self.token_budget // self.compress_ratio` where `self.x = config.y`.
