@@ -100,6 +100,29 @@ def test_a_field_stored_under_its_attribute_map_name_is_shrunk(model_type, attr,
     assert getattr(cfg, attr) <= most
 
 
+def test_sections_keep_their_sum_and_equal_sections_stay_equal():
+    """mrope sections scaled to the shrunk rotary half: the sum is the half, no section below 1,
+    and sections that were equal stay equal where the rounding allows (Ernie 4.5 VL stacks its
+    height and width parts, which must have one size)."""
+    from enablebot.model.shrink import scale_sections
+
+    assert scale_sections([22, 22, 20], 8) == [3, 3, 2]
+    assert scale_sections([16, 24, 24], 8) == [2, 3, 3]
+    assert scale_sections([24, 20, 20], 8) == [4, 2, 2]
+    for sec, total in [([22, 22, 20], 8), ([16, 24, 24], 16), ([11, 11, 10], 8), ([2, 1, 1], 3), ([5, 7], 4)]:
+        new = scale_sections(sec, total)
+        assert sum(new) == total and min(new) >= 1
+
+
+def test_an_unset_mrope_section_is_the_modeling_codes_own_default_scaled():
+    """A config that leaves `mrope_section` to its modeling code gets the code's own fallback
+    (Ernie 4.5 VL's [22, 22, 20], Qwen3-VL's [24, 20, 20]), not another family's, scaled."""
+    ernie, _ = shrink_config(AutoConfig.for_model("ernie4_5_vl_moe").text_config, "tiny")
+    assert ernie.rope_parameters["mrope_section"] == [3, 3, 2]
+    qwen3_vl, _ = shrink_config(AutoConfig.for_model("qwen3_vl").text_config, "tiny")
+    assert qwen3_vl.rope_parameters["mrope_section"] == [4, 2, 2]
+
+
 def test_shrink_keeps_every_layer_kind():
     full = AutoConfig.for_model("qwen3_next")
     cfg, _ = shrink_config(full, "tiny")

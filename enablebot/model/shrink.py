@@ -371,12 +371,30 @@ def _mrope_exempt(cls: type) -> bool:
     return bool(re.search(r"ignore_keys_at_rope_validation\s*=\s*\{[^}]*mrope_section", src))
 
 
+_CODE_MROPE = re.compile(r"rope_parameters\.get\(\s*[\"']mrope_section[\"']\s*,\s*\[([\d, ]+)\]\s*\)")
+
+
+def _code_mrope_default(cls: type) -> list[int]:
+    """The `mrope_section` the config's modeling code falls back to (`rope_parameters.get(
+    "mrope_section", [22, 22, 20])`: Ernie 4.5 VL's), else the Qwen2-VL lineage's."""
+    import inspect
+    from pathlib import Path
+
+    try:
+        path = Path(inspect.getfile(cls))
+        src = (path.parent / path.name.replace("configuration_", "modeling_", 1)).read_text()
+    except (OSError, TypeError):
+        return list(_MROPE_DEFAULT)
+    m = _CODE_MROPE.search(src)
+    return [int(x) for x in m.group(1).replace(" ", "").split(",") if x] if m else list(_MROPE_DEFAULT)
+
+
 def _explicit_defaults(cfg: PretrainedConfig, d: dict[str, Any]) -> None:
     ignored = {"mrope_section"} if _mrope_exempt(type(cfg)) else ()
     rope = d.get("rope_parameters")
     if "mrope_section" in ignored and isinstance(rope, dict) and "mrope_section" not in rope \
             and all(isinstance(v, (str, int, float, list, type(None))) for v in rope.values()):
-        rope["mrope_section"] = list(_MROPE_DEFAULT)
+        rope["mrope_section"] = _code_mrope_default(type(cfg))
 
 
 def _heads(lv: _Level, p: SizeProfile) -> None:
@@ -617,9 +635,21 @@ def _state_space(lv: _Level, p: SizeProfile) -> None:
 
 def scale_sections(sections: list[int], total: int) -> list[int]:
     """Sections (mrope's temporal/height/width split) rescaled to sum to `total` in proportion,
-    none below 1 before the first takes up the rounding."""
-    new = [max(1, s * total // sum(sections)) for s in sections]
-    new[0] += total - sum(new)
+    none below 1. Sections that were equal stay equal (Ernie 4.5 VL stacks its height and width
+    parts): the rounding goes to whole groups of equal sections, largest remainder first, and what
+    no group can take evenly to the first section."""
+    whole = sum(sections)
+    new = [max(1, s * total // whole) for s in sections]
+    left = total - sum(new)
+    groups: dict[int, list[int]] = {}
+    for i, s in enumerate(sections):
+        groups.setdefault(s, []).append(i)
+    for s, idx in sorted(groups.items(), key=lambda g: -((g[0] * total) % whole)):
+        if 0 < len(idx) <= left and (s * total) % whole:
+            for i in idx:
+                new[i] += 1
+            left -= len(idx)
+    new[0] += left
     return new
 
 
