@@ -467,3 +467,26 @@ def test_a_streaming_head_decodes_once_its_audio_outlasts_the_prompt(registry):
     assert any("derives its length from the audio" in n for n in p.notes)
     outs = run_steps(b.model, p)
     assert scenarios._logits(outs[1][1]).shape[1] == 1
+
+
+def test_only_a_prompt_that_fills_the_audio_derived_length_gets_longer_audio():
+    """generate_capture._longer_audio: only generate()'s "prompt fills max_length" error doubles the
+    audio; a mask over the audio's frames grows with it, the text's mask never (even at the audio's
+    length), and nothing is lengthened past MAX_FRAMES or without an audio input."""
+    from enablebot.measure.generate_capture import MAX_FRAMES, _longer_audio
+
+    filled = ValueError("Input length of input_ids is 8, but `max_length` is set to 8. This can lead to ...")
+    text = {"input_ids": torch.ones(2, 8, dtype=torch.long), "attention_mask": torch.ones(2, 8, dtype=torch.long)}
+    prompt = {**text, "input_features": torch.randn(2, 4, 12), "feature_mask": torch.ones(2, 12, dtype=torch.long)}
+    out, note = _longer_audio(prompt, filled)
+    assert out["input_features"].shape == (2, 4, 24)
+    assert torch.equal(out["input_features"][..., 12:], prompt["input_features"])
+    assert out["feature_mask"].shape == (2, 24)
+    assert out["attention_mask"] is prompt["attention_mask"] and out["input_ids"] is prompt["input_ids"]
+    assert "12 -> 24" in note and "max_length" in note
+    same = _longer_audio({**text, "input_features": torch.randn(2, 4, 8)}, filled)[0]
+    assert same["input_features"].shape[-1] == 16 and same["attention_mask"].shape == (2, 8)
+    assert _longer_audio(prompt, ValueError("something else")) is None
+    assert _longer_audio(prompt, RuntimeError(str(filled))) is None
+    assert _longer_audio(text, filled) is None
+    assert _longer_audio(dict(prompt, input_features=torch.randn(2, 4, MAX_FRAMES)), filled) is None

@@ -30,7 +30,6 @@ _GENERATE_MAKES = ("use_cache", "cache_position", "position_ids", "decoder_input
 
 # generate() refuses a prompt that already fills the max_length the model derived (from its audio).
 _FILLED = re.compile(r"Input length of \w+ is (\d+), but `max_length` is set to (\d+)")
-_AUDIO = ("input_features", "input_values")  # the prompt's audio, by the names processors give it
 MAX_FRAMES = 16384
 
 
@@ -71,6 +70,8 @@ def _longer_audio(prompt: dict[str, Any], err: BaseException) -> tuple[dict[str,
     else None."""
     import torch
 
+    from ..model.layouts import _AUDIO  # the audio, by the names processors give it
+
     if not isinstance(err, ValueError) or not _FILLED.search(str(err)):
         return None
     name = next((n for n in _AUDIO if torch.is_tensor(prompt.get(n)) and prompt[n].is_floating_point()), None)
@@ -80,8 +81,10 @@ def _longer_audio(prompt: dict[str, Any], err: BaseException) -> tuple[dict[str,
     t = x.shape[-1]
     out = dict(prompt)
     out[name] = torch.cat([x, x], dim=-1)
-    for k, v in prompt.items():  # a mask over the audio's frames: the clip repeated, so is its mask
-        if k != name and torch.is_tensor(v) and v.dim() == 2 and v.shape[-1] == t and not v.is_floating_point():
+    ids = prompt.get("input_ids")
+    text = ids.shape[-1] if torch.is_tensor(ids) else None
+    for k, v in prompt.items():  # a mask over the audio's frames (not the text's): the clip repeated, so is its mask
+        if k != name and torch.is_tensor(v) and v.dim() == 2 and v.shape[-1] == t != text and not v.is_floating_point():
             out[k] = torch.cat([v, v], dim=-1)
     return out, (f"{name}: last axis {t} -> {2 * t} (generate() derives its length from the audio, and the "
                  f"prompt filled it: {_FILLED.search(str(err)).group(0)})")
