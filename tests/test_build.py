@@ -123,6 +123,23 @@ def test_an_unset_mrope_section_is_the_modeling_codes_own_default_scaled():
     assert qwen3_vl.rope_parameters["mrope_section"] == [4, 2, 2]
 
 
+def test_a_kind_list_in_pairs_keeps_whole_pairs_and_its_part_counts_still_add_up():
+    """Dory lists each layer as an attention block and its "mlp" block (its config halves the list
+    and the counts), and splits the layers into input, looped and output parts that must sum to the
+    total. The shrink keeps whole pairs, one per part, and scales the parts with the total: 1 + 1 + 1
+    layers (the defaults, 8 + 20 + 8 halved, left a negative looped count). Gemma 2's alternating
+    kinds are kept as before."""
+    cfg, _ = shrink_config(AutoConfig.for_model("dory"), "tiny")
+    assert cfg.layer_types == ["sliding_attention", "sliding_attention", "full_attention"]
+    assert (cfg.num_hidden_layers, cfg.n_input_layers, cfg.n_recurrent_layers, cfg.n_output_layers) == (3, 1, 1, 1)
+    from transformers import DoryForCausalLM
+
+    with torch.device("meta"):
+        DoryForCausalLM(cfg)  # builds
+    gemma2, _ = shrink_config(AutoConfig.for_model("gemma2"), "tiny")
+    assert gemma2.layer_types == ["sliding_attention", "full_attention"]
+
+
 def test_shrink_keeps_every_layer_kind():
     full = AutoConfig.for_model("qwen3_next")
     cfg, _ = shrink_config(full, "tiny")

@@ -99,6 +99,16 @@ def test_a_generic_rule_builds_what_a_recipe_built(model_type, task, said, no_en
 
 
 @_needs("t5gemma2_encoder")
+@_needs("dory")
+def test_a_kind_list_in_pairs_builds_and_runs_without_its_recipe(no_entry):
+    """Dory's recipe set its layer kinds in pairs and its part counts by hand; the shrink now keeps
+    whole pairs and scales the parts (shrink._whole_pairs, _part_counts), so the generic entry runs."""
+    known = Registry.load().entries["dory"]
+    assert "layer_types" in known.config  # the hand-written knowledge the shrink does without
+    r = run_spec(RunSpec(model_id="dory", task="head", mode="train", pass_name="build", registry=str(no_entry.path)))
+    assert r.verdict == "eager_ok", r.error
+
+
 def test_a_config_attribute_read_at_construction_is_set_and_recorded(no_entry):
     b = build_model(resolve("t5gemma2_encoder", no_entry), task="base")
     assert b.changes["dropout_rate (set: the default config lacks it)"] == 0.0

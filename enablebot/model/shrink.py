@@ -469,6 +469,42 @@ def _layer_kinds(lv: _Level, n_layers: int, p: SizeProfile, depth: int,
     return sorted(keep)
 
 
+_PART_RE = re.compile(r"^(n|num)_\w+_layers$")
+
+
+def _part_counts(d: dict[str, Any], main: str | None, n: int) -> list[str]:
+    """Counts that split the layers into consecutive parts (Dory's `n_input_layers`,
+    `n_recurrent_layers`, `n_output_layers` sum to `num_hidden_layers`): scaled with the layer
+    count, so that they still add up (the defaults, 16 + 40 + 16, would leave nothing to loop)."""
+    parts = [k for k, v in d.items() if k != main and k not in LAYER_KEYS and _PART_RE.match(k) and _int(v) and v > 0]
+    return parts if len(parts) >= 2 and sum(d[k] for k in parts) == n else []
+
+
+def _paired(kinds: list[Any]) -> int | None:
+    """2 where every other entry of a per-layer kind list is one fixed kind found nowhere else
+    (Dory lists each layer as an attention block and its "mlp" block; its config halves the list
+    and the counts), else None."""
+    if len(kinds) < 4 or len(kinds) % 2:
+        return None
+    for r in (0, 1):
+        fixed = set(kinds[r::2])
+        if len(fixed) == 1 and fixed.isdisjoint(kinds[1 - r::2]):
+            return 2
+    return None
+
+
+def _whole_pairs(keep: list[int], n: int, step: int, parts: int) -> list[int]:
+    """`keep` widened to whole pairs of entries, and to at least one pair per part count, taking
+    more pairs in order (a config that halves a list must get it in pairs)."""
+    blocks = sorted({i // step for i in keep})
+    for b in range(n // step):
+        if len(blocks) >= parts:
+            break
+        if b not in blocks:
+            blocks.append(b)
+    return sorted(i for b in blocks for i in range(b * step, b * step + step))
+
+
 def _per_layer(key: str, v: Any, n_layers: int) -> bool:
     """A list with one entry per layer: kinds (strings, flags) or anything named *layer*."""
     if not isinstance(v, list) or len(v) != n_layers or key in HIDDEN_KEYS | HEAD_KEYS | FFN_KEYS:
@@ -503,6 +539,9 @@ def _layers(lv: _Level, p: SizeProfile) -> None:
         keep = _layer_kinds(lv, n, p, depth, range(n - shared)) + _layer_kinds(lv, n, p, depth, range(n - shared, n))
     else:
         keep = _layer_kinds(lv, n, p, depth) if n > depth else list(range(n))
+    parts = _part_counts(d, main, n)
+    if kinds is not None and len(keep) < n and (step := _paired(d[kinds])):
+        keep = _whole_pairs(keep, n, step, len(parts))
     if len(keep) < n and _int(shared) and shared > 0:
         lv.set(KV_SHARED_KEY, sum(1 for i in keep if i >= n - shared))  # all shared stays all shared
     if len(keep) < n:
@@ -517,6 +556,10 @@ def _layers(lv: _Level, p: SizeProfile) -> None:
             lv.set(k, [min(x, p.layers) for x in lst])
         elif lst and lst[0] > 0 and lst[0] not in stages:
             lv.set(k, len(keep) if lst[0] == n else min(lst[0], p.layers))
+    if parts and len(keep) < n:
+        step = (_paired(d[kinds]) if kinds is not None else None) or 1
+        for k, v in zip(parts, scale_sections([d[k] // step for k in parts], len(keep) // step)):
+            lv.set(k, v * step)
     _stage_counts(lv, p)
     # Backbone feature taps index hidden states (0 = embeddings .. n = last layer): spread
     # them over the kept layers, keeping their number (necks have one input per tap).
