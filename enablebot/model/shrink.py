@@ -556,8 +556,8 @@ def _layers(lv: _Level, p: SizeProfile) -> None:
             lv.set(k, [min(x, p.layers) for x in lst])
         elif lst and lst[0] > 0 and lst[0] not in stages:
             lv.set(k, len(keep) if lst[0] == n else min(lst[0], p.layers))
-    if parts and len(keep) < n:
-        step = (_paired(d[kinds]) if kinds is not None else None) or 1
+    step = (_paired(d[kinds]) if kinds is not None else None) or 1
+    if parts and len(keep) < n and len(keep) // step >= len(parts):  # every part keeps a layer
         for k, v in zip(parts, scale_sections([d[k] // step for k in parts], len(keep) // step)):
             lv.set(k, v * step)
     _stage_counts(lv, p)
