@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import statistics
 from collections import Counter
 from pathlib import Path
 
@@ -99,9 +100,7 @@ def _key(r: dict) -> tuple:
 
 
 def _geomean(xs: list[float]) -> float:
-    import math
-
-    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
+    return statistics.geometric_mean(xs) if xs else float("nan")
 
 
 def side_by_side(a_rows: list[dict], b_rows: list[dict]) -> None:

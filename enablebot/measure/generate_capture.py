@@ -72,7 +72,8 @@ def _longer_audio(prompt: dict[str, Any], err: BaseException) -> tuple[dict[str,
 
     from ..model.layouts import _AUDIO  # the audio, by the names processors give it
 
-    if not isinstance(err, ValueError) or not _FILLED.search(str(err)):
+    filled = _FILLED.search(str(err)) if isinstance(err, ValueError) else None
+    if filled is None:
         return None
     name = next((n for n in _AUDIO if torch.is_tensor(prompt.get(n)) and prompt[n].is_floating_point()), None)
     if name is None or 2 * prompt[name].shape[-1] > MAX_FRAMES:
@@ -87,7 +88,7 @@ def _longer_audio(prompt: dict[str, Any], err: BaseException) -> tuple[dict[str,
         if k != name and torch.is_tensor(v) and v.dim() == 2 and v.shape[-1] == t != text and not v.is_floating_point():
             out[k] = torch.cat([v, v], dim=-1)
     return out, (f"{name}: last axis {t} -> {2 * t} (generate() derives its length from the audio, and the "
-                 f"prompt filled it: {_FILLED.search(str(err)).group(0)})")
+                 f"prompt filled it: {filled.group(0)})")
 
 
 def _record(model: Any, prompt: dict[str, Any], calls: int) -> list[dict[str, Any]]:

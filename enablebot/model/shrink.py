@@ -540,7 +540,8 @@ def _layers(lv: _Level, p: SizeProfile) -> None:
     else:
         keep = _layer_kinds(lv, n, p, depth) if n > depth else list(range(n))
     parts = _part_counts(d, main, n)
-    if kinds is not None and len(keep) < n and (step := _paired(d[kinds])):
+    step = (_paired(d[kinds]) if kinds is not None else None) or 1
+    if step > 1 and len(keep) < n:
         keep = _whole_pairs(keep, n, step, len(parts))
     if len(keep) < n and _int(shared) and shared > 0:
         lv.set(KV_SHARED_KEY, sum(1 for i in keep if i >= n - shared))  # all shared stays all shared
@@ -556,7 +557,6 @@ def _layers(lv: _Level, p: SizeProfile) -> None:
             lv.set(k, [min(x, p.layers) for x in lst])
         elif lst and lst[0] > 0 and lst[0] not in stages:
             lv.set(k, len(keep) if lst[0] == n else min(lst[0], p.layers))
-    step = (_paired(d[kinds]) if kinds is not None else None) or 1
     if parts and len(keep) < n and len(keep) // step >= len(parts):  # every part keeps a layer
         for k, v in zip(parts, scale_sections([d[k] // step for k in parts], len(keep) // step)):
             lv.set(k, v * step)
